@@ -1,0 +1,231 @@
+/*
+ * shmsem — a FIFO-fair, cancellable, crash-aware counting semaphore that
+ * lives in a POSIX shared-memory segment (/dev/shm/<name>) and coordinates
+ * many processes on one Linux host.
+ *
+ * Return convention: every function that returns int returns 0 (or a
+ * non-negative count) on success and a negative errno value on failure, as
+ * liburing does. errno is never the only carrier of an error.
+ *
+ * Safety: a shmsem_t handle may be used by any number of threads of its
+ * process at once. Any number of processes may open the same semaphore.
+ * All processes using one semaphore must share one PID namespace.
+ *
+ * Ordering: everything a process did before shmsem_release() is visible to
+ * the process whose acquire receives that permit, once the acquire returns.
+ *
+ * Fairness: strictly FIFO. While any waiter is queued, a new caller queues
+ * behind it even if a permit is momentarily free; a release hands its permit
+ * directly to the oldest waiter and wakes only that waiter.
+ *
+ * Time: deadlines are absolute CLOCK_MONOTONIC times. A deadline in the past
+ * means "try now, do not wait".
+ *
+ * Leases: a successful acquire fills a shmsem_lease_t, a small token naming
+ * the permit. It can be released exactly once, by any process. A cancelled or
+ * timed-out acquire owns nothing.
+ *
+ * Crashes: leases and waiter slots record their owner (PID and process start
+ * time). Permits of processes that died are reclaimed (see shmsem_recover);
+ * a process that detaches without releasing keeps its leases until it exits.
+ *
+ * Lease states (one record per permit):
+ *
+ *   | state    | meaning                                      |
+ *   |----------|----------------------------------------------|
+ *   | free     | counted in `available`                       |
+ *   | held     | returned to a caller as a lease              |
+ *   | reserved | handed to a queued waiter not yet returned   |
+ *
+ * Invariant (INV-PERMITS): available + held + reserved == permits.
+ */
+#ifndef SHMSEM_SHMSEM_H
+#define SHMSEM_SHMSEM_H
+
+#include <stdint.h>
+#include <time.h>
+
+#include <shmsem/version.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* An open semaphore; opaque. One per shmsem_create/shmsem_open call. */
+typedef struct shmsem_handle shmsem_t;
+
+/* A lease: proof that its holder owns one permit. Plain value type; copy it
+ * freely, release it once. {0, 0} is never a valid lease. `gen` wraps after
+ * 2^32 grants of the same record; a lease that stale is not detected. */
+typedef struct shmsem_lease {
+	uint32_t index; /* lease record */
+	uint32_t gen;   /* generation of that record when granted */
+} shmsem_lease_t;
+
+/* Defaults used when a config field is 0. */
+#define SHMSEM_DEFAULT_MAX_WAITERS 1024u
+#define SHMSEM_DEFAULT_MODE 0600u
+/* Upper bounds, to keep a segment a reasonable size. */
+#define SHMSEM_MAX_PERMITS (1u << 20)
+#define SHMSEM_MAX_WAITERS (1u << 20)
+
+struct shmsem_config {
+	uint32_t permits;     /* N >= 1; 0 is -EINVAL */
+	uint32_t max_waiters; /* queue bound; 0 means SHMSEM_DEFAULT_MAX_WAITERS */
+	uint32_t mode;        /* permission bits; 0 means SHMSEM_DEFAULT_MODE */
+	uint32_t __reserved0;
+	uint64_t __reserved[4]; /* must be zero */
+};
+
+/* Flags for shmsem_create and shmsem_open. */
+#define SHMSEM_EXCL (1u << 0)   /* create: fail with -EEXIST if it exists */
+#define SHMSEM_RDONLY (1u << 1) /* open: map read-only (stat/check only) */
+
+/*
+ * Create the semaphore `name` ("/pool": one leading slash, no other, at most
+ * NAME_MAX characters after it) with cfg->permits permits, or open it if it
+ * already exists and SHMSEM_EXCL is not given. The segment is built under a
+ * temporary name and linked into place fully initialised.
+ * Errors: -EINVAL bad name, config or flags; -EEXIST it exists and
+ * SHMSEM_EXCL was given, or it exists with a different permits/max_waiters;
+ * -EACCES, -ENOMEM, -ENOSPC from the system; the errors of shmsem_open.
+ */
+int shmsem_create(const char *name, const struct shmsem_config *cfg, int flags,
+		  shmsem_t **out);
+
+/*
+ * Attach to an existing semaphore. flags: 0 or SHMSEM_RDONLY.
+ * Errors: -ENOENT no such semaphore; -EINVAL bad name or flags; -EACCES no
+ * permission; -EBADMSG not a shmsem segment, truncated, or not initialised;
+ * -EPROTO another layout version; -EXDEV created in another PID namespace.
+ */
+int shmsem_open(const char *name, int flags, shmsem_t **out);
+
+/* Unmap this handle and free it. Leases it took stay held (see above).
+ * Must not race with calls on the same handle. NULL is ignored. */
+void shmsem_detach(shmsem_t *s);
+
+/* Remove the name. Processes that have it open keep using it.
+ * Errors: -EINVAL bad name; -ENOENT; -EACCES. */
+int shmsem_unlink(const char *name);
+
+/*
+ * Take a permit, blocking (in FUTEX_WAIT, on this waiter's own word) until
+ * one is granted. No system call when a permit is free and nobody waits.
+ * Not interrupted by signals. Errors: -ESHUTDOWN closed (before or while
+ * waiting); -EBUSY the wait queue is full; -EBADF read-only handle.
+ */
+int shmsem_acquire(shmsem_t *s, shmsem_lease_t *lease);
+
+/* Take a permit only if one is free and nobody is queued. Never blocks.
+ * Errors: -EAGAIN no permit now; -ESHUTDOWN; -EBADF. */
+int shmsem_try_acquire(shmsem_t *s, shmsem_lease_t *lease);
+
+/* As shmsem_acquire, giving up at the absolute CLOCK_MONOTONIC `deadline`.
+ * If a grant and the deadline race, the grant wins and 0 is returned.
+ * Errors: -ETIMEDOUT; -EINVAL bad timespec; and those of shmsem_acquire. */
+int shmsem_acquire_until(shmsem_t *s, const struct timespec *deadline,
+			 shmsem_lease_t *lease);
+
+/*
+ * Cancellation handle: lets another thread of the same process cancel a
+ * blocking acquire. Caller-allocated, zero-initialise it or call
+ * shmsem_cancel_init. Once fired it stays fired (every acquire using it
+ * returns -ECANCELED at once) until shmsem_cancel_reset.
+ */
+typedef struct shmsem_cancel {
+	uint64_t __opaque[6];
+} shmsem_cancel_t;
+
+void shmsem_cancel_init(shmsem_cancel_t *c);
+/* Fire: the acquire using `c` (now or later) returns -ECANCELED unless its
+ * grant already won. Safe from any thread; not async-signal-safe. */
+void shmsem_cancel(shmsem_cancel_t *c);
+/* Re-arm a fired handle. Must not race with an acquire using it. */
+void shmsem_cancel_reset(shmsem_cancel_t *c);
+
+/* Flags for shmsem_acquire_ex. */
+#define SHMSEM_WAIT_INTERRUPTIBLE (1u << 0) /* a signal ends the wait: -EINTR */
+
+/*
+ * The general acquire: optional deadline (NULL waits forever), optional
+ * cancellation handle, flags. Errors: those of shmsem_acquire_until, and
+ * -ECANCELED cancelled through `cancel`, -EINTR a signal arrived during an
+ * interruptible wait. In every error case the caller owns nothing.
+ */
+int shmsem_acquire_ex(shmsem_t *s, const struct timespec *deadline,
+		      shmsem_cancel_t *cancel, unsigned flags,
+		      shmsem_lease_t *lease);
+
+/*
+ * Return the permit of `lease`: to the oldest waiter if one is queued (one
+ * FUTEX_WAKE), else to the pool. Accepted after shutdown.
+ * Errors: -EALREADY the lease was already released or reclaimed (nothing
+ * changes); -EINVAL malformed lease; -EBADF read-only handle.
+ */
+int shmsem_release(shmsem_t *s, shmsem_lease_t *lease);
+
+/*
+ * Close the semaphore for everyone: acquires fail with -ESHUTDOWN, every
+ * queued waiter wakes with -ESHUTDOWN. Held leases stay valid and may be
+ * released. Returns the number of waiters failed. Idempotent.
+ * Errors: -EBADF read-only handle.
+ */
+int shmsem_shutdown(shmsem_t *s);
+
+/*
+ * Run a reclamation pass now: leases and waiter slots whose owner process
+ * has exited (or is a zombie) are reclaimed; their permits go to the head
+ * waiter first. Returns the number of leases plus slots reclaimed.
+ * Errors: -EBADF read-only handle.
+ */
+int shmsem_recover(shmsem_t *s);
+
+#define SHMSEM_HIST_BUCKETS 40 /* bucket b counts waits in [2^b, 2^(b+1)) ns;
+				  bucket 0 also counts waits of 0 ns */
+
+struct shmsem_stat {
+	uint32_t permits;
+	uint32_t max_waiters;
+	uint32_t available;
+	uint32_t held;
+	uint32_t reserved;
+	uint32_t waiting;
+	uint32_t closed;
+	uint32_t __reserved0;
+	uint64_t acquisitions;      /* successful acquires */
+	uint64_t timeouts;          /* acquires that ended in -ETIMEDOUT */
+	uint64_t cancellations;     /* -ECANCELED and -EINTR */
+	uint64_t queue_full;        /* -EBUSY rejections */
+	uint64_t shutdown_failures; /* waiters failed by shutdown */
+	uint64_t reclaimed_holders; /* leases reclaimed from dead owners */
+	uint64_t reclaimed_waiters; /* slots reclaimed from dead owners */
+	uint64_t repairs;           /* lock owner died; state was rebuilt */
+	uint64_t wait_hist[SHMSEM_HIST_BUCKETS];
+	uint64_t __reserved[8];
+};
+
+/* Snapshot the state and counters (takes the internal lock briefly unless
+ * the handle is read-only, in which case the snapshot may be torn). */
+int shmsem_stat(shmsem_t *s, struct shmsem_stat *st);
+
+/* Upper bound in ns of the q-quantile (0 < q <= 1) of the wait histogram;
+ * 0 if no acquisition was recorded. */
+uint64_t shmsem_stat_wait_quantile(const struct shmsem_stat *st, double q);
+
+/*
+ * Verify every invariant (INV-PERMITS, INV-QUEUE, INV-FREE, INV-NOBYPASS,
+ * INV-GRANT, INV-CLOSED; see docs/DESIGN.md) by a full scan under the lock.
+ * O(permits + max_waiters). Errors: -EUCLEAN an invariant is broken.
+ */
+int shmsem_check(shmsem_t *s);
+
+/* A message for a negative (or positive) errno, in the semaphore's words:
+ * "semaphore is closed", "lease already released", "wait queue is full". */
+const char *shmsem_strerror(int err);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* SHMSEM_SHMSEM_H */

@@ -1,0 +1,86 @@
+// The blocking acquires, built on the non-blocking waiter (waiter.h).
+#include "acquire.h"
+
+#include <errno.h>
+
+#include "cancel.h"
+#include "clock.h"
+#include "futex.h"
+#include "hooks.h"
+#include "reclaim.h"
+#include "waiter.h"
+
+namespace shmsem::detail {
+namespace {
+
+// With a manual test clock the kernel cannot time the deadline for us, so
+// sleepers re-read the manual clock this often (real time).
+constexpr uint64_t kManualClockPollNs = 1'000'000;
+
+}  // namespace
+
+int acquire(shmsem_t *s, const timespec *deadline_ts, shmsem_cancel_t *cancel,
+            unsigned flags, shmsem_lease_t *lease) {
+  if (!s || !lease || (flags & ~unsigned(SHMSEM_WAIT_INTERRUPTIBLE)))
+    return -EINVAL;
+  if (deadline_ts && (deadline_ts->tv_sec < 0 || deadline_ts->tv_nsec < 0 ||
+                      deadline_ts->tv_nsec >= long(kNsPerSec)))
+    return -EINVAL;
+  if (cancel && cancel_fired(cancel)) return -ECANCELED;
+  const uint64_t deadline = deadline_ts ? ts_to_ns(*deadline_ts) : 0;
+  const bool expired = deadline_ts && mono_ns() >= deadline;
+
+  Waiter w;
+  int r = waiter_start(s, !expired, &w, lease);
+  if (r == -EAGAIN) {
+    // No permit now and we may not wait: first reclaim permits of dead
+    // holders (rate-limited to one pass per watch period), then retry.
+    if (maybe_reclaim(s) > 0) r = waiter_start(s, false, &w, lease);
+    if (r == -EAGAIN) return -ETIMEDOUT;
+  }
+  if (r <= 0) return r;
+  SHMSEM_HOOK(ACQUIRE_ENQUEUED);
+
+  if (cancel && !cancel_arm(cancel, s, w.slot, w.ticket))
+    return waiter_abandon(s, w, -ECANCELED, lease);
+
+  std::atomic<uint32_t> *word = waiter_word(s, w);
+  for (;;) {
+    r = waiter_poll(s, w, lease);
+    if (r != -EINPROGRESS) break;
+    uint64_t now = mono_ns();
+    if (deadline_ts && now >= deadline) {
+      SHMSEM_HOOK(WAIT_TIMEOUT_FIRED);
+      r = waiter_abandon(s, w, -ETIMEDOUT, lease);
+      break;
+    }
+    // One waiter at a time, the watcher, polls the owners for deaths.
+    uint64_t wake_at = 0;
+    if (is_watcher(s, w.slot)) {
+      maybe_reclaim(s);
+      wake_at = real_mono_ns() + kWatchPeriodNs;
+    }
+    if (deadline_ts) {
+      uint64_t d = clock_is_manual() ? real_mono_ns() + kManualClockPollNs
+                                     : deadline;
+      if (!wake_at || d < wake_at) wake_at = d;
+    }
+    int fr = futex_wait(word, kSlotWaiting, wake_at);
+    SHMSEM_HOOK(WAIT_WOKEN);
+    if (fr == -EINTR && (flags & SHMSEM_WAIT_INTERRUPTIBLE)) {
+      r = waiter_abandon(s, w, -EINTR, lease);
+      break;
+    }
+    if (cancel && cancel_fired(cancel)) {
+      // The canceller normally wins the transition itself; this covers a
+      // handle fired between arm and the first sleep.
+      SHMSEM_HOOK(WAIT_CANCEL_SEEN);
+      r = waiter_abandon(s, w, -ECANCELED, lease);
+      break;
+    }
+  }
+  if (cancel) cancel_disarm(cancel);
+  return r;
+}
+
+}  // namespace shmsem::detail

@@ -1,0 +1,45 @@
+#include "cancel.h"
+
+#include <limits.h>
+#include <string.h>
+
+#include "futex.h"
+#include "waiter.h"
+
+namespace shmsem::detail {
+
+bool cancel_arm(shmsem_cancel_t *c, shmsem_t *s, uint32_t slot, uint64_t ticket) {
+  CancelImpl *ci = cancel_impl(c);
+  ci->s = s;
+  ci->slot = slot;
+  ci->ticket = ticket;
+  uint32_t expected = kCancelIdle;
+  // Release: a canceller that sees ARMED sees s/slot/ticket.
+  return ci->state.compare_exchange_strong(expected, kCancelArmed,
+                                           std::memory_order_acq_rel);
+}
+
+void cancel_disarm(shmsem_cancel_t *c) {
+  CancelImpl *ci = cancel_impl(c);
+  uint32_t expected = kCancelArmed;
+  if (ci->state.compare_exchange_strong(expected, kCancelIdle,
+                                        std::memory_order_acq_rel))
+    return;
+  // Fired while armed: the canceller may still be in the segment.
+  for (;;) {
+    uint32_t n = ci->inflight.load(std::memory_order_acquire);
+    if (n == 0) return;
+    futex_wait_private(&ci->inflight, n);
+  }
+}
+
+void cancel_fire(shmsem_cancel_t *c) {
+  CancelImpl *ci = cancel_impl(c);
+  ci->inflight.fetch_add(1, std::memory_order_acq_rel);
+  uint32_t prev = ci->state.exchange(kCancelFired, std::memory_order_acq_rel);
+  if (prev == kCancelArmed) waiter_cancel_remote(ci->s, ci->slot, ci->ticket);
+  if (ci->inflight.fetch_sub(1, std::memory_order_acq_rel) == 1)
+    futex_wake_private(&ci->inflight, INT_MAX);
+}
+
+}  // namespace shmsem::detail

@@ -1,0 +1,116 @@
+// The C API boundary: argument checks and dispatch into shmsem::detail.
+// Nothing below this file sees a C caller.
+#include <errno.h>
+#include <string.h>
+
+#include <shmsem/shmsem.h>
+
+#include "acquire.h"
+#include "cancel.h"
+#include "check.h"
+#include "reclaim.h"
+#include "release.h"
+#include "segment.h"
+#include "shutdown.h"
+#include "stat.h"
+#include "waiter.h"
+
+#define SHMSEM_API extern "C" __attribute__((visibility("default")))
+
+namespace d = shmsem::detail;
+
+SHMSEM_API int shmsem_create(const char *name, const struct shmsem_config *cfg,
+                             int flags, shmsem_t **out) {
+  return d::segment_create(name, cfg, flags, out);
+}
+
+SHMSEM_API int shmsem_open(const char *name, int flags, shmsem_t **out) {
+  return d::segment_open(name, flags, out);
+}
+
+SHMSEM_API void shmsem_detach(shmsem_t *s) { d::segment_detach(s); }
+
+SHMSEM_API int shmsem_unlink(const char *name) {
+  return d::segment_unlink(name);
+}
+
+SHMSEM_API int shmsem_acquire(shmsem_t *s, shmsem_lease_t *lease) {
+  return d::acquire(s, nullptr, nullptr, 0, lease);
+}
+
+SHMSEM_API int shmsem_try_acquire(shmsem_t *s, shmsem_lease_t *lease) {
+  if (!s || !lease) return -EINVAL;
+  d::Waiter w;
+  int r = d::waiter_start(s, false, &w, lease);
+  if (r == -EAGAIN && d::maybe_reclaim(s) > 0)
+    r = d::waiter_start(s, false, &w, lease);
+  return r;
+}
+
+SHMSEM_API int shmsem_acquire_until(shmsem_t *s, const struct timespec *deadline,
+                                    shmsem_lease_t *lease) {
+  if (!deadline) return -EINVAL;
+  return d::acquire(s, deadline, nullptr, 0, lease);
+}
+
+SHMSEM_API int shmsem_acquire_ex(shmsem_t *s, const struct timespec *deadline,
+                                 shmsem_cancel_t *cancel, unsigned flags,
+                                 shmsem_lease_t *lease) {
+  return d::acquire(s, deadline, cancel, flags, lease);
+}
+
+SHMSEM_API void shmsem_cancel_init(shmsem_cancel_t *c) {
+  if (c) memset(c, 0, sizeof *c);
+}
+
+SHMSEM_API void shmsem_cancel(shmsem_cancel_t *c) {
+  if (c) d::cancel_fire(c);
+}
+
+SHMSEM_API void shmsem_cancel_reset(shmsem_cancel_t *c) {
+  if (c) d::cancel_impl(c)->state.store(d::kCancelIdle, std::memory_order_release);
+}
+
+SHMSEM_API int shmsem_release(shmsem_t *s, shmsem_lease_t *lease) {
+  return d::release(s, lease);
+}
+
+SHMSEM_API int shmsem_shutdown(shmsem_t *s) { return d::shutdown(s); }
+
+SHMSEM_API int shmsem_recover(shmsem_t *s) { return d::reclaim(s); }
+
+SHMSEM_API int shmsem_stat(shmsem_t *s, struct shmsem_stat *st) {
+  return d::stat(s, st);
+}
+
+SHMSEM_API uint64_t shmsem_stat_wait_quantile(const struct shmsem_stat *st,
+                                              double q) {
+  return d::wait_quantile(st, q);
+}
+
+SHMSEM_API int shmsem_check(shmsem_t *s) { return d::check(s, nullptr, 0); }
+
+SHMSEM_API const char *shmsem_strerror(int err) {
+  if (err < 0) err = -err;
+  switch (err) {
+    case 0: return "success";
+    case ESHUTDOWN: return "semaphore is closed";
+    case EALREADY: return "lease already released";
+    case EBUSY: return "wait queue is full";
+    case EAGAIN: return "no permit available now";
+    case ETIMEDOUT: return "timed out waiting for a permit";
+    case ECANCELED: return "wait was cancelled";
+    case EINTR: return "wait was interrupted by a signal";
+    case EINVAL: return "invalid argument (name, configuration or lease)";
+    case ENOENT: return "no such semaphore";
+    case EEXIST: return "semaphore already exists";
+    case EBADMSG: return "not a shmsem segment, or damaged";
+    case EPROTO: return "semaphore has an incompatible layout version";
+    case EXDEV: return "semaphore belongs to another PID namespace";
+    case EBADF: return "semaphore is open read-only";
+    case EUCLEAN: return "semaphore invariant is broken";
+    case ENOTRECOVERABLE: return "waiter slot was reclaimed while in use";
+    case EACCES: return "permission denied";
+    default: return strerror(err);
+  }
+}

@@ -1,0 +1,129 @@
+// The invariant checker: a full scan comparing the record states with the
+// derived structures. Names match docs/DESIGN.md §8.
+#include "check.h"
+
+#include <errno.h>
+#include <stdio.h>
+
+#include <vector>
+
+#include "lock.h"
+#include "tables.h"
+
+namespace shmsem::detail {
+namespace {
+
+int fail(char *msg, size_t len, const char *what) {
+  if (msg && len) snprintf(msg, len, "%s", what);
+  return -EUCLEAN;
+}
+
+}  // namespace
+
+int check_locked(shmsem_t *s, char *msg, size_t len) {
+  Core *c = s->core;
+  const uint32_t n = s->permits, m = s->max_waiters;
+  uint32_t nfree = 0, nheld = 0, nres = 0;
+  for (uint32_t l = 0; l < n; l++) {
+    switch (s->leases[l].state.load(std::memory_order_relaxed)) {
+      case kLeaseFree: nfree++; break;
+      case kLeaseHeld: nheld++; break;
+      case kLeaseReserved: {
+        nres++;
+        uint32_t w = s->leases[l].slot;
+        if (w >= m || s->slots[w].word.load(std::memory_order_relaxed) !=
+                          kSlotGranted || s->slots[w].lease != l)
+          return fail(msg, len, "INV-GRANT: reserved lease without its slot");
+        break;
+      }
+      default: return fail(msg, len, "INV-PERMITS: invalid lease state");
+    }
+  }
+  if (nfree + nheld + nres != n)
+    return fail(msg, len, "INV-PERMITS: records do not add up to N");
+  if (nfree != c->available.load(std::memory_order_relaxed) ||
+      nheld != c->held.load(std::memory_order_relaxed) ||
+      nres != c->reserved.load(std::memory_order_relaxed))
+    return fail(msg, len, "INV-PERMITS: counters differ from the records");
+  if (c->available.load(std::memory_order_relaxed) +
+          c->held.load(std::memory_order_relaxed) +
+          c->reserved.load(std::memory_order_relaxed) != n)
+    return fail(msg, len, "INV-PERMITS: available + held + reserved != N");
+
+  // INV-FREE: the lease free list holds exactly the FREE records.
+  std::vector<char> seen(n > m ? n : m, 0);
+  uint32_t count = 0;
+  for (uint32_t l = c->free_lease; l != kNone; l = s->leases[l].next_free) {
+    if (l >= n || seen[l] || ++count > n)
+      return fail(msg, len, "INV-FREE: lease free list is corrupt");
+    seen[l] = 1;
+    if (s->leases[l].state.load(std::memory_order_relaxed) != kLeaseFree)
+      return fail(msg, len, "INV-FREE: non-free lease on the free list");
+  }
+  if (count != nfree) return fail(msg, len, "INV-FREE: free lease missing");
+
+  uint32_t nfree_slots = 0, nwaiting = 0;
+  for (uint32_t w = 0; w < m; w++) {
+    uint32_t word = s->slots[w].word.load(std::memory_order_relaxed);
+    if (word == kSlotFree) nfree_slots++;
+    else if (word == kSlotWaiting) nwaiting++;
+    else if (word == kSlotGranted) {
+      uint32_t l = s->slots[w].lease;
+      if (l >= n || s->leases[l].state.load(std::memory_order_relaxed) !=
+                        kLeaseReserved || s->leases[l].slot != w)
+        return fail(msg, len, "INV-GRANT: granted slot without its lease");
+    } else if (word != kSlotCancelled && word != kSlotClosed)
+      return fail(msg, len, "INV-QUEUE: invalid slot state");
+  }
+  std::fill(seen.begin(), seen.end(), 0);
+  count = 0;
+  for (uint32_t w = c->free_slot; w != kNone; w = s->slots[w].next_free) {
+    if (w >= m || seen[w] || ++count > m)
+      return fail(msg, len, "INV-FREE: slot free list is corrupt");
+    seen[w] = 1;
+    if (s->slots[w].word.load(std::memory_order_relaxed) != kSlotFree)
+      return fail(msg, len, "INV-FREE: used slot on the free list");
+  }
+  if (count != nfree_slots) return fail(msg, len, "INV-FREE: free slot missing");
+
+  // INV-QUEUE: exactly the WAITING slots, in increasing ticket order.
+  count = 0;
+  uint64_t last = 0;
+  uint32_t prev = kNone;
+  for (uint32_t w = c->head; w != kNone; w = s->slots[w].next) {
+    if (w >= m || ++count > m)
+      return fail(msg, len, "INV-QUEUE: queue links are corrupt");
+    if (s->slots[w].word.load(std::memory_order_relaxed) != kSlotWaiting)
+      return fail(msg, len, "INV-QUEUE: non-waiting slot in the queue");
+    if (s->slots[w].prev != prev)
+      return fail(msg, len, "INV-QUEUE: back link is wrong");
+    if (s->slots[w].ticket <= last)
+      return fail(msg, len, "INV-QUEUE: tickets out of FIFO order");
+    last = s->slots[w].ticket;
+    prev = w;
+  }
+  if (prev != c->tail) return fail(msg, len, "INV-QUEUE: tail is wrong");
+  if (count != nwaiting || count != c->waiting.load(std::memory_order_relaxed))
+    return fail(msg, len, "INV-QUEUE: waiting count differs from the queue");
+  if (nwaiting && c->next_ticket <= last)
+    return fail(msg, len, "INV-QUEUE: next ticket not above the tail");
+  if (nwaiting && nfree)
+    return fail(msg, len, "INV-NOBYPASS: a permit is free while waiters queue");
+  if (nwaiting && c->closed.load(std::memory_order_relaxed))
+    return fail(msg, len, "INV-CLOSED: waiters queued on a closed semaphore");
+  uint32_t wt = c->watcher.load(std::memory_order_relaxed);
+  if (nwaiting && (wt >= m || s->slots[wt].word.load(std::memory_order_relaxed) ==
+                                  kSlotFree))
+    return fail(msg, len, "INV-WATCH: waiters queued but nobody watches");
+  if (msg && len) msg[0] = '\0';
+  return 0;
+}
+
+int check(shmsem_t *s, char *msg, size_t len) {
+  if (!s) return -EINVAL;
+  if (s->rdonly) return check_locked(s, msg, len);  // best effort, racy
+  LockGuard guard(s);
+  return check_locked(s, msg, len);
+}
+
+}  // namespace shmsem::detail

@@ -1,0 +1,80 @@
+// Granting a permit: the hand-off from a releasing (or dead) holder to the
+// head of the queue, and the waiter's side of it. See docs/DESIGN.md §5-6.
+#include <errno.h>
+
+#include "clock.h"
+#include "hooks.h"
+#include "tables.h"
+
+namespace shmsem::detail {
+
+void record_wait(shmsem_t *s, uint64_t ns) {
+  int b = 0;
+  while (b + 1 < SHMSEM_HIST_BUCKETS && (ns >> (b + 1)) != 0) b++;
+  stat_bump(s->core->wait_hist[b]);
+  stat_bump(s->core->acquisitions);
+}
+
+uint32_t pass_permit(shmsem_t *s, uint32_t l) {
+  Core *c = s->core;
+  LeaseRecord &rec = s->leases[l];
+  uint32_t w = c->head;
+  if (w == kNone) {
+    // Nobody queued: back to the pool.
+    rec.state.store(kLeaseFree, std::memory_order_release);  // commit
+    SHMSEM_HOOK(RELEASE_FREED);
+    lease_push(s, l);
+    counter_add(c->available, 1);
+    return kNone;
+  }
+  // Strict FIFO: the permit goes to the head, never to the pool, so no
+  // newcomer can take it in between (INV-NOBYPASS).
+  WaiterSlot &ws = s->slots[w];
+  queue_unlink(s, w);
+  ws.lease = l;
+  rec.owner = ws.owner;
+  rec.slot = w;
+  rec.since_ns.store(coarse_ns(), std::memory_order_relaxed);
+  rec.gen.store(next_gen(rec.gen.load(std::memory_order_relaxed)),
+                std::memory_order_relaxed);
+  rec.state.store(kLeaseReserved, std::memory_order_release);  // commit
+  counter_add(c->reserved, 1);
+  SHMSEM_HOOK(RELEASE_RESERVED);
+  // Release: a waiter that reads GRANTED sees the lease fields above.
+  ws.word.store(kSlotGranted, std::memory_order_release);
+  return w;
+}
+
+int finish_slot(shmsem_t *s, uint32_t w, shmsem_lease_t *lease) {
+  Core *c = s->core;
+  WaiterSlot &ws = s->slots[w];
+  uint32_t word = ws.word.load(std::memory_order_acquire);
+  int r;
+  switch (word) {
+    case kSlotGranted: {
+      uint32_t l = ws.lease;
+      LeaseRecord &rec = s->leases[l];
+      rec.state.store(kLeaseHeld, std::memory_order_release);  // commit
+      counter_add(c->reserved, -1);
+      counter_add(c->held, 1);
+      uint64_t now = mono_ns();
+      uint64_t enq = ws.enq_ns.load(std::memory_order_relaxed);
+      record_wait(s, now > enq ? now - enq : 0);
+      SHMSEM_HOOK(WAIT_CONSUME_COMMITTED);
+      lease->index = l;
+      lease->gen = rec.gen.load(std::memory_order_relaxed);
+      r = 0;
+      break;
+    }
+    case kSlotCancelled: r = -ECANCELED; break;
+    case kSlotClosed: r = -ESHUTDOWN; break;
+    default:
+      // FREE or WAITING here would mean a reclamation pass judged this live
+      // process dead (e.g. a PID namespace mix-up); the slot is not ours.
+      return -ENOTRECOVERABLE;
+  }
+  slot_free(s, w);
+  return r;
+}
+
+}  // namespace shmsem::detail

@@ -1,0 +1,52 @@
+// Test-only hook points: named steps of every operation at which a test can
+// pause the calling thread, run something else, or kill the process.
+// Release builds compile SHMSEM_HOOK to nothing.
+#ifndef SHMSEM_SRC_HOOKS_H
+#define SHMSEM_SRC_HOOKS_H
+
+namespace shmsem::detail {
+
+// <operation>_<step>. "Locked" points run with the internal lock held.
+#define SHMSEM_HOOK_POINTS(X)                                                 \
+  X(ACQUIRE_LOCKED)            /* acquire holds the lock, nothing changed */  \
+  X(ACQUIRE_LEASE_POPPED)      /* lease off the free list, not committed */   \
+  X(ACQUIRE_COMMITTED)         /* lease HELD, lock still held */              \
+  X(ACQUIRE_TAKEN)             /* fast acquire done, lock released */         \
+  X(ENQUEUE_SLOT_POPPED)       /* slot off the free list, not committed */    \
+  X(ENQUEUE_COMMITTED)         /* slot WAITING, not yet linked */             \
+  X(ACQUIRE_ENQUEUED)          /* queued, lock released, not yet asleep */    \
+  X(WAIT_WOKEN)                /* futex wait returned */                      \
+  X(WAIT_TIMEOUT_FIRED)        /* deadline passed, cancel not yet run */      \
+  X(WAIT_CANCEL_SEEN)          /* cancellation seen, not yet run */           \
+  X(WAIT_RETURN_LOCKED)        /* waiter completing, holds the lock */        \
+  X(WAIT_CONSUME_COMMITTED)    /* lease RESERVED->HELD, slot not yet freed */ \
+  X(RELEASE_LOCKED)            /* release holds the lock, nothing changed */  \
+  X(RELEASE_RESERVED)          /* lease RESERVED for head, word not GRANTED*/ \
+  X(RELEASE_FREED)             /* lease FREE, not yet on the free list */     \
+  X(RELEASE_GRANTED)           /* grant done, lock released, not yet woken */ \
+  X(CANCEL_LOCKED)             /* canceller holds the lock */                 \
+  X(SHUTDOWN_CLOSED)           /* closed committed, waiters not yet failed */ \
+  X(SHUTDOWN_FAILED_ONE)       /* one waiter failed, lock held */             \
+  X(RECLAIM_SCANNED)           /* dead owners found, lock not yet taken */    \
+  X(RECLAIM_LOCKED)            /* reclamation holds the lock */               \
+  X(RECLAIM_ONE)               /* one record reclaimed, lock held */          \
+  X(REPAIR_LOCKED)             /* repair after EOWNERDEAD, lock held */
+
+enum class HookPoint : int {
+#define SHMSEM_X(name) name,
+  SHMSEM_HOOK_POINTS(SHMSEM_X)
+#undef SHMSEM_X
+  kCount
+};
+
+#ifdef SHMSEM_TESTING
+void run_hook(HookPoint p);
+#define SHMSEM_HOOK(point) \
+  ::shmsem::detail::run_hook(::shmsem::detail::HookPoint::point)
+#else
+#define SHMSEM_HOOK(point) ((void)0)
+#endif
+
+}  // namespace shmsem::detail
+
+#endif  // SHMSEM_SRC_HOOKS_H

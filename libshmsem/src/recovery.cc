@@ -1,0 +1,121 @@
+// Repair after a process died holding the segment lock.
+//
+// Like musl's robust-list walk, this trusts only what was committed: the
+// per-record state words (lease.state, slot.word, core.closed), each changed
+// by one aligned store. Free lists, queue links and counters are caches of
+// those states and are rebuilt from scratch. The two multi-record steps roll
+// forward: a lease already RESERVED for a slot still WAITING completes its
+// grant; a GRANTED slot whose lease is no longer RESERVED for it was already
+// consumed and is freed.
+#include "recovery.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "futex.h"
+#include "hooks.h"
+#include "tables.h"
+
+namespace shmsem::detail {
+
+void repair(shmsem_t *s) {
+  SHMSEM_HOOK(REPAIR_LOCKED);
+  Core *c = s->core;
+  stat_bump(c->repairs);
+  const uint32_t n = s->permits, m = s->max_waiters;
+  std::vector<uint32_t> wake;
+
+  // 1. Half-finished grants and returns.
+  for (uint32_t l = 0; l < n; l++) {
+    LeaseRecord &rec = s->leases[l];
+    if (rec.state.load(std::memory_order_relaxed) != kLeaseReserved) continue;
+    uint32_t w = rec.slot;
+    uint32_t word =
+        w < m ? s->slots[w].word.load(std::memory_order_relaxed) : 0;
+    if (word == kSlotWaiting) {
+      s->slots[w].lease = l;
+      s->slots[w].word.store(kSlotGranted, std::memory_order_release);
+      wake.push_back(w);
+    } else if (!(word == kSlotGranted && s->slots[w].lease == l)) {
+      rec.state.store(kLeaseFree, std::memory_order_release);  // orphan
+    }
+  }
+  for (uint32_t w = 0; w < m; w++) {
+    WaiterSlot &ws = s->slots[w];
+    uint32_t word = ws.word.load(std::memory_order_relaxed);
+    if (word == kSlotGranted) {
+      uint32_t l = ws.lease;
+      if (l >= n ||
+          s->leases[l].state.load(std::memory_order_relaxed) !=
+              kLeaseReserved ||
+          s->leases[l].slot != w)
+        ws.word.store(kSlotFree, std::memory_order_release);  // consumed
+    } else if (word == kSlotWaiting && c->closed.load(std::memory_order_relaxed)) {
+      // 2. A shutdown that died half-way.
+      ws.word.store(kSlotClosed, std::memory_order_release);
+      wake.push_back(w);
+    } else if (word != kSlotWaiting && word != kSlotCancelled &&
+               word != kSlotClosed && word != kSlotFree) {
+      ws.word.store(kSlotFree, std::memory_order_release);
+    }
+  }
+
+  // 3. Free lists, queue and counters from the record states.
+  uint32_t avail = 0, held = 0, reserved = 0;
+  c->free_lease = kNone;
+  for (uint32_t l = n; l-- > 0;) {
+    LeaseRecord &rec = s->leases[l];
+    switch (rec.state.load(std::memory_order_relaxed)) {
+      case kLeaseHeld: held++; break;
+      case kLeaseReserved: reserved++; break;
+      default:
+        rec.state.store(kLeaseFree, std::memory_order_relaxed);
+        lease_push(s, l);
+        avail++;
+    }
+  }
+  c->available.store(avail, std::memory_order_relaxed);
+  c->held.store(held, std::memory_order_relaxed);
+  c->reserved.store(reserved, std::memory_order_relaxed);
+
+  std::vector<uint32_t> queued;
+  c->free_slot = kNone;
+  uint64_t max_ticket = 0;
+  for (uint32_t w = m; w-- > 0;) {
+    WaiterSlot &ws = s->slots[w];
+    uint32_t word = ws.word.load(std::memory_order_relaxed);
+    if (word == kSlotFree) {
+      ws.next_free = c->free_slot;
+      c->free_slot = w;
+      continue;
+    }
+    max_ticket = std::max(max_ticket, ws.ticket);
+    if (word == kSlotWaiting) queued.push_back(w);
+  }
+  // FIFO among the live waiters: tickets were stored before each commit.
+  std::sort(queued.begin(), queued.end(), [s](uint32_t a, uint32_t b) {
+    return s->slots[a].ticket < s->slots[b].ticket;
+  });
+  c->head = c->tail = kNone;
+  c->waiting.store(0, std::memory_order_relaxed);
+  for (uint32_t w : queued) queue_append(s, w);
+  if (c->next_ticket <= max_ticket) c->next_ticket = max_ticket + 1;
+
+  // 4. The watcher role, if its holder's slot is gone.
+  uint32_t wt = c->watcher;
+  if (wt >= m || s->slots[wt].word.load(std::memory_order_relaxed) == kSlotFree) {
+    c->watcher = c->tail;
+    if (c->tail != kNone) wake.push_back(c->tail);
+  }
+
+  // 5. A releaser that died after freeing its lease: permits free while
+  // waiters queue break INV-NOBYPASS; hand them on.
+  while (c->head != kNone && c->free_lease != kNone) {
+    uint32_t l = lease_pop(s);
+    counter_add(c->available, -1);
+    wake.push_back(pass_permit(s, l));
+  }
+  for (uint32_t w : wake) futex_wake(&s->slots[w].word, 1);
+}
+
+}  // namespace shmsem::detail

@@ -1,0 +1,38 @@
+// Release: return a lease's permit to the head waiter or the pool.
+#include "release.h"
+
+#include <errno.h>
+
+#include "futex.h"
+#include "hooks.h"
+#include "lock.h"
+#include "tables.h"
+
+namespace shmsem::detail {
+
+int release(shmsem_t *s, shmsem_lease_t *lease) {
+  if (!s || !lease) return -EINVAL;
+  if (s->rdonly) return -EBADF;
+  const uint32_t l = lease->index, gen = lease->gen;
+  if (l >= s->permits || gen == 0) return -EINVAL;
+  uint32_t wake;
+  {
+    LockGuard guard(s);
+    SHMSEM_HOOK(RELEASE_LOCKED);
+    LeaseRecord &rec = s->leases[l];
+    // A lease is valid only while its record is HELD at the same generation:
+    // a second release, or a release after reclamation, changes nothing.
+    if (rec.state.load(std::memory_order_relaxed) != kLeaseHeld ||
+        rec.gen.load(std::memory_order_relaxed) != gen)
+      return -EALREADY;
+    counter_add(s->core->held, -1);
+    wake = pass_permit(s, l);
+  }
+  if (wake != kNone) {
+    SHMSEM_HOOK(RELEASE_GRANTED);
+    futex_wake(&s->slots[wake].word, 1);
+  }
+  return 0;
+}
+
+}  // namespace shmsem::detail

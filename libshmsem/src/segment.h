@@ -1,0 +1,22 @@
+// Segment lifecycle: name rules, create-then-publish, open-and-validate,
+// detach, unlink.
+#ifndef SHMSEM_SRC_SEGMENT_H
+#define SHMSEM_SRC_SEGMENT_H
+
+#include "handle.h"
+
+namespace shmsem::detail {
+
+// 0 if `name` is a valid POSIX shm name for a semaphore, else -EINVAL.
+int check_name(const char *name);
+int segment_create(const char *name, const shmsem_config *cfg, int flags,
+                   shmsem_t **out);
+int segment_open(const char *name, int flags, shmsem_t **out);
+void segment_detach(shmsem_t *s);
+int segment_unlink(const char *name);
+// Validate a mapped segment of `size` bytes (also used by `shmsem list`).
+int segment_validate(const void *base, size_t size);
+
+}  // namespace shmsem::detail
+
+#endif  // SHMSEM_SRC_SEGMENT_H

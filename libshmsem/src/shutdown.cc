@@ -1,0 +1,38 @@
+// Shutdown: close the semaphore and fail every queued waiter.
+#include "shutdown.h"
+
+#include <errno.h>
+
+#include "futex.h"
+#include "hooks.h"
+#include "lock.h"
+#include "tables.h"
+
+namespace shmsem::detail {
+
+int fail_queued(shmsem_t *s) {
+  int n = 0;
+  while (s->core->head != kNone) {
+    uint32_t w = s->core->head;
+    queue_unlink(s, w);
+    s->slots[w].word.store(kSlotClosed, std::memory_order_release);  // commit
+    stat_bump(s->core->shutdown_failures);
+    // Woken under the lock: shutdown is rare, and the slot cannot be freed
+    // before its owner takes the lock to see CLOSED.
+    futex_wake(&s->slots[w].word, 1);
+    SHMSEM_HOOK(SHUTDOWN_FAILED_ONE);
+    n++;
+  }
+  return n;
+}
+
+int shutdown(shmsem_t *s) {
+  if (!s) return -EINVAL;
+  if (s->rdonly) return -EBADF;
+  LockGuard guard(s);
+  s->core->closed.store(1, std::memory_order_relaxed);  // commit
+  SHMSEM_HOOK(SHUTDOWN_CLOSED);
+  return fail_queued(s);
+}
+
+}  // namespace shmsem::detail

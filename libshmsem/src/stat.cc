@@ -1,0 +1,68 @@
+// Statistics: a snapshot of the counters and the wait-time histogram.
+#include "stat.h"
+
+#include <errno.h>
+#include <string.h>
+
+#include "lock.h"
+
+namespace shmsem::detail {
+namespace {
+
+void fill(shmsem_t *s, struct shmsem_stat *st) {
+  const Core *c = s->core;
+  auto r32 = [](const std::atomic<uint32_t> &a) {
+    return a.load(std::memory_order_relaxed);
+  };
+  auto r64 = [](const std::atomic<uint64_t> &a) {
+    return a.load(std::memory_order_relaxed);
+  };
+  memset(st, 0, sizeof *st);
+  st->permits = s->permits;
+  st->max_waiters = s->max_waiters;
+  st->available = r32(c->available);
+  st->held = r32(c->held);
+  st->reserved = r32(c->reserved);
+  st->waiting = r32(c->waiting);
+  st->closed = r32(c->closed);
+  st->acquisitions = r64(c->acquisitions);
+  st->timeouts = r64(c->timeouts);
+  st->cancellations = r64(c->cancellations);
+  st->queue_full = r64(c->queue_full);
+  st->shutdown_failures = r64(c->shutdown_failures);
+  st->reclaimed_holders = r64(c->reclaimed_holders);
+  st->reclaimed_waiters = r64(c->reclaimed_waiters);
+  st->repairs = r64(c->repairs);
+  for (int b = 0; b < SHMSEM_HIST_BUCKETS; b++)
+    st->wait_hist[b] = r64(c->wait_hist[b]);
+}
+
+}  // namespace
+
+int stat(shmsem_t *s, struct shmsem_stat *st) {
+  if (!s || !st) return -EINVAL;
+  if (s->rdonly) {
+    fill(s, st);  // read-only mappings cannot take the lock: may be torn
+    return 0;
+  }
+  LockGuard guard(s);
+  fill(s, st);
+  return 0;
+}
+
+uint64_t wait_quantile(const struct shmsem_stat *st, double q) {
+  if (!st || !(q > 0) || q > 1) return 0;
+  uint64_t total = 0;
+  for (uint64_t n : st->wait_hist) total += n;
+  if (!total) return 0;
+  uint64_t rank = uint64_t(q * double(total));
+  if (rank == 0) rank = 1;
+  uint64_t seen = 0;
+  for (int b = 0; b < SHMSEM_HIST_BUCKETS; b++) {
+    seen += st->wait_hist[b];
+    if (seen >= rank) return (uint64_t{1} << (b + 1)) - 1;
+  }
+  return ~uint64_t{0};
+}
+
+}  // namespace shmsem::detail

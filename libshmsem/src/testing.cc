@@ -1,0 +1,83 @@
+// The test-only interface (testing.h); built only into the testing library.
+#include "testing.h"
+
+#include "handle.h"
+#include "lock.h"
+#include "testing_state.h"
+
+namespace shmsem::detail {
+
+std::atomic<ClockFn> g_clock{nullptr};
+std::atomic<HookFn> g_hook{nullptr};
+std::atomic<void *> g_hook_ctx{nullptr};
+
+void run_hook(HookPoint p) {
+  HookFn fn = g_hook.load(std::memory_order_acquire);
+  if (fn) fn(p, g_hook_ctx.load(std::memory_order_acquire));
+}
+
+}  // namespace shmsem::detail
+
+namespace shmsem::testing {
+
+using namespace detail;
+
+void set_hook(HookFn fn, void *ctx) {
+  g_hook_ctx.store(ctx, std::memory_order_release);
+  g_hook.store(fn, std::memory_order_release);
+}
+
+void set_clock(uint64_t (*now_ns)()) {
+  g_clock.store(now_ns, std::memory_order_release);
+}
+
+const char *hook_name(HookPoint p) {
+  static const char *const names[] = {
+#define SHMSEM_X(name) #name,
+      SHMSEM_HOOK_POINTS(SHMSEM_X)
+#undef SHMSEM_X
+  };
+  int i = int(p);
+  return i >= 0 && i < int(HookPoint::kCount) ? names[i] : "?";
+}
+
+Census census(shmsem_t *s) {
+  Census c{};
+  LockGuard guard(s);
+  for (uint32_t l = 0; l < s->permits; l++) {
+    switch (s->leases[l].state.load(std::memory_order_relaxed)) {
+      case kLeaseFree: c.free_leases++; break;
+      case kLeaseHeld: c.held++; break;
+      case kLeaseReserved: c.reserved++; break;
+    }
+  }
+  for (uint32_t w = 0; w < s->max_waiters; w++) {
+    switch (s->slots[w].word.load(std::memory_order_relaxed)) {
+      case kSlotFree: c.free_slots++; break;
+      case kSlotWaiting: c.waiting_slots++; break;
+      case kSlotGranted: c.granted_slots++; break;
+      default: c.other_slots++;
+    }
+  }
+  return c;
+}
+
+int lease_owner_pid(shmsem_t *s, shmsem_lease_t lease) {
+  if (lease.index >= s->permits) return -1;
+  LockGuard guard(s);
+  const LeaseRecord &r = s->leases[lease.index];
+  if (r.state.load(std::memory_order_relaxed) != kLeaseHeld ||
+      r.gen.load(std::memory_order_relaxed) != lease.gen)
+    return -1;
+  return r.owner.pid;
+}
+
+int queue_tickets(shmsem_t *s, uint64_t *out, int max) {
+  LockGuard guard(s);
+  int n = 0;
+  for (uint32_t w = s->core->head; w != kNone && n < max; w = s->slots[w].next)
+    out[n++] = s->slots[w].ticket;
+  return n;
+}
+
+}  // namespace shmsem::testing

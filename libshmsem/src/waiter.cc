@@ -1,0 +1,126 @@
+#include "waiter.h"
+
+#include <errno.h>
+
+#include "clock.h"
+#include "futex.h"
+#include "hooks.h"
+#include "lock.h"
+#include "owner.h"
+#include "tables.h"
+
+namespace shmsem::detail {
+
+int waiter_start(shmsem_t *s, bool may_queue, Waiter *w, shmsem_lease_t *lease) {
+  if (s->rdonly) return -EBADF;
+  const Owner &me = self_owner();
+  LockGuard guard(s);
+  SHMSEM_HOOK(ACQUIRE_LOCKED);
+  Core *c = s->core;
+  if (c->closed.load(std::memory_order_relaxed)) return -ESHUTDOWN;
+
+  // Fast path: a free permit and nobody queued (INV-NOBYPASS: while anyone
+  // waits, available is 0, so this test is the FIFO rule).
+  if (c->waiting.load(std::memory_order_relaxed) == 0) {
+    uint32_t l = lease_pop(s);
+    if (l != kNone) {
+      SHMSEM_HOOK(ACQUIRE_LEASE_POPPED);
+      LeaseRecord &rec = s->leases[l];
+      rec.owner = me;
+      rec.slot = kNone;
+      rec.since_ns.store(coarse_ns(), std::memory_order_relaxed);
+      uint32_t gen = next_gen(rec.gen.load(std::memory_order_relaxed));
+      rec.gen.store(gen, std::memory_order_relaxed);
+      rec.state.store(kLeaseHeld, std::memory_order_release);  // commit
+      counter_add(c->available, -1);
+      counter_add(c->held, 1);
+      record_wait(s, 0);
+      SHMSEM_HOOK(ACQUIRE_COMMITTED);
+      lease->index = l;
+      lease->gen = gen;
+      return 0;
+    }
+  }
+  if (!may_queue) return -EAGAIN;
+
+  uint32_t slot = slot_pop(s);
+  if (slot == kNone) {
+    stat_bump(c->queue_full);
+    return -EBUSY;
+  }
+  SHMSEM_HOOK(ENQUEUE_SLOT_POPPED);
+  WaiterSlot &ws = s->slots[slot];
+  ws.owner = me;
+  ws.lease = kNone;
+  ws.ticket = c->next_ticket++;
+  ws.enq_ns.store(mono_ns(), std::memory_order_relaxed);
+  ws.word.store(kSlotWaiting, std::memory_order_release);  // commit
+  SHMSEM_HOOK(ENQUEUE_COMMITTED);
+  queue_append(s, slot);
+  if (c->watcher == kNone) c->watcher = slot;
+  w->slot = slot;
+  w->ticket = ws.ticket;
+  return 1;
+}
+
+namespace {
+
+// Completes the wait under the lock; `abandon_reason` != 0 tries to leave
+// the queue first. Wakes the next watcher, if any, after unlocking.
+int complete(shmsem_t *s, const Waiter &w, int abandon_reason,
+             shmsem_lease_t *lease) {
+  int r;
+  uint32_t next_watcher;
+  {
+    LockGuard guard(s);
+    SHMSEM_HOOK(WAIT_RETURN_LOCKED);
+    WaiterSlot &ws = s->slots[w.slot];
+    if (abandon_reason &&
+        ws.word.load(std::memory_order_relaxed) == kSlotWaiting) {
+      // We win the one-shot transition: leave the queue owning nothing.
+      queue_unlink(s, w.slot);
+      slot_free(s, w.slot);  // commit: WAITING -> FREE
+      stat_bump(abandon_reason == -ETIMEDOUT ? s->core->timeouts
+                                             : s->core->cancellations);
+      r = abandon_reason;
+    } else {
+      r = finish_slot(s, w.slot, lease);  // the grant (or other party) won
+    }
+    next_watcher = watcher_leave(s, w.slot);
+  }
+  if (next_watcher != kNone) futex_wake(&s->slots[next_watcher].word, 1);
+  return r;
+}
+
+}  // namespace
+
+int waiter_poll(shmsem_t *s, const Waiter &w, shmsem_lease_t *lease) {
+  // Acquire: pairs with the release store of the new word (grant.cc).
+  if (waiter_word(s, w)->load(std::memory_order_acquire) == kSlotWaiting)
+    return -EINPROGRESS;
+  return complete(s, w, 0, lease);
+}
+
+int waiter_abandon(shmsem_t *s, const Waiter &w, int reason,
+                   shmsem_lease_t *lease) {
+  return complete(s, w, reason, lease);
+}
+
+void waiter_cancel_remote(shmsem_t *s, uint32_t slot, uint64_t ticket) {
+  bool wake = false;
+  {
+    LockGuard guard(s);
+    SHMSEM_HOOK(CANCEL_LOCKED);
+    WaiterSlot &ws = s->slots[slot];
+    if (ws.ticket == ticket &&
+        ws.word.load(std::memory_order_relaxed) == kSlotWaiting) {
+      queue_unlink(s, slot);
+      ws.word.store(kSlotCancelled, std::memory_order_release);  // commit
+      stat_bump(s->core->cancellations);
+      wake = true;
+    }
+  }
+  if (wake) futex_wake(&s->slots[slot].word, 1);
+}
+
+}  // namespace shmsem::detail

@@ -1,0 +1,43 @@
+// The non-blocking waiter: the one state machine every acquire is built on.
+// The blocking calls (acquire.cc) and the io_uring path drive it the same
+// way: start; sleep on word() while it reads kSlotWaiting; poll() after any
+// wake-up; abandon() on timeout, cancellation or signal.
+#ifndef SHMSEM_SRC_WAITER_H
+#define SHMSEM_SRC_WAITER_H
+
+#include "handle.h"
+
+namespace shmsem::detail {
+
+struct Waiter {
+  uint32_t slot;
+  uint64_t ticket;
+};
+
+// Returns 0 with `lease` filled if a permit was taken at once; 1 if queued
+// (`w` describes the slot); -EAGAIN if !may_queue and no permit could be
+// taken without passing a waiter; -ESHUTDOWN, -EBUSY (queue full), -EBADF.
+int waiter_start(shmsem_t *s, bool may_queue, Waiter *w, shmsem_lease_t *lease);
+
+// The futex word to sleep on; sleep only while it reads kSlotWaiting.
+inline std::atomic<uint32_t> *waiter_word(shmsem_t *s, const Waiter &w) {
+  return &s->slots[w.slot].word;
+}
+
+// -EINPROGRESS while still queued; otherwise completes the wait: 0 with
+// `lease` (granted), -ECANCELED or -ESHUTDOWN. After completion `w` is dead.
+int waiter_poll(shmsem_t *s, const Waiter &w, shmsem_lease_t *lease);
+
+// Give up with `reason` (-ETIMEDOUT, -ECANCELED, -EINTR). One-shot: if a
+// grant (or cancel, or shutdown) already won, returns that outcome instead,
+// e.g. 0 with `lease` if the grant won. After it `w` is dead.
+int waiter_abandon(shmsem_t *s, const Waiter &w, int reason,
+                   shmsem_lease_t *lease);
+
+// Another thread cancels the wait of (slot, ticket): WAITING->CANCELLED and a
+// wake-up. No effect if that wait already completed.
+void waiter_cancel_remote(shmsem_t *s, uint32_t slot, uint64_t ticket);
+
+}  // namespace shmsem::detail
+
+#endif  // SHMSEM_SRC_WAITER_H

@@ -51,6 +51,10 @@
 extern "C" {
 #endif
 
+/* Declared here so the header stands alone under strict -std=c99, where
+ * <time.h> does not define it without _POSIX_C_SOURCE. */
+struct timespec;
+
 /* An open semaphore; opaque. One per shmsem_create/shmsem_open call. */
 typedef struct shmsem_handle shmsem_t;
 

@@ -172,8 +172,10 @@ int segment_create(const char *name, const shmsem_config *cfg, int flags,
   auto open_existing = [&]() -> int {
     int r = segment_open(name, 0, out);
     if (r) return r;
+    // Compatible: same permits, and the same queue bound unless the caller
+    // left it 0 ("the default, or whatever it already has").
     if ((*out)->permits != cfg->permits ||
-        (*out)->max_waiters != max_waiters) {
+        (cfg->max_waiters && (*out)->max_waiters != cfg->max_waiters)) {
       segment_detach(*out);
       *out = nullptr;
       return -EEXIST;

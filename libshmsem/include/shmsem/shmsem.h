@@ -91,7 +91,8 @@ struct shmsem_config {
  * already exists and SHMSEM_EXCL is not given. The segment is built under a
  * temporary name and linked into place fully initialised.
  * Errors: -EINVAL bad name, config or flags; -EEXIST it exists and
- * SHMSEM_EXCL was given, or it exists with a different permits/max_waiters;
+ * SHMSEM_EXCL was given, or it exists with different permits (or a
+ * different max_waiters, when cfg->max_waiters is not 0);
  * -EACCES, -ENOMEM, -ENOSPC from the system; the errors of shmsem_open.
  */
 int shmsem_create(const char *name, const struct shmsem_config *cfg, int flags,

@@ -1,0 +1,248 @@
+// Creating, opening and validating segments; leases and their errors.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <shmsem/shmsem.h>
+#include <shmsem/shmsem.hpp>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <stdexcept>
+
+#include "layout.h"
+#include "support/segment.h"
+
+namespace shmsem::test {
+namespace {
+
+shmsem_config config(uint32_t permits, uint32_t max_waiters = 0) {
+  shmsem_config c{};
+  c.permits = permits;
+  c.max_waiters = max_waiters;
+  return c;
+}
+
+// Unlinks a name at scope exit.
+struct Unlinker {
+  std::string name;
+  ~Unlinker() { shm_unlink(name.c_str()); }
+};
+
+TEST(Create, ZeroPermitsIsInvalid) {
+  std::string name = unique_name();
+  Unlinker u{name};
+  shmsem_config cfg = config(0);
+  shmsem_t *s = nullptr;
+  EXPECT_EQ(shmsem_create(name.c_str(), &cfg, 0, &s), -EINVAL);
+  EXPECT_EQ(s, nullptr);
+  EXPECT_EQ(shmsem_open(name.c_str(), 0, &s), -ENOENT) << "nothing was created";
+}
+
+TEST(Create, BadNamesAreInvalid) {
+  shmsem_config cfg = config(1);
+  shmsem_t *s = nullptr;
+  std::string too_long = "/" + std::string(256, 'a');
+  for (const char *n : {"", "pool", "/", "/a/b", "//a", too_long.c_str()})
+    EXPECT_EQ(shmsem_create(n, &cfg, 0, &s), -EINVAL) << n;
+  EXPECT_EQ(shmsem_create(nullptr, &cfg, 0, &s), -EINVAL);
+  EXPECT_EQ(shmsem_open("/a/b", 0, &s), -EINVAL);
+  EXPECT_EQ(shmsem_unlink("nope"), -EINVAL);
+}
+
+TEST(Create, BadConfigAndFlagsAreInvalid) {
+  std::string name = unique_name();
+  Unlinker u{name};
+  shmsem_t *s = nullptr;
+  shmsem_config cfg = config(1);
+  EXPECT_EQ(shmsem_create(name.c_str(), nullptr, 0, &s), -EINVAL);
+  EXPECT_EQ(shmsem_create(name.c_str(), &cfg, 0x80, &s), -EINVAL);
+  cfg.permits = SHMSEM_MAX_PERMITS + 1;
+  EXPECT_EQ(shmsem_create(name.c_str(), &cfg, 0, &s), -EINVAL);
+  cfg = config(1);
+  cfg.__reserved[2] = 1;
+  EXPECT_EQ(shmsem_create(name.c_str(), &cfg, 0, &s), -EINVAL);
+}
+
+TEST(Create, ExclusiveFailsIfItExistsAndPlainCreateOpensIt) {
+  Segment seg(2);
+  shmsem_config cfg = config(2);
+  shmsem_t *s = nullptr;
+  EXPECT_EQ(shmsem_create(seg.name().c_str(), &cfg, SHMSEM_EXCL, &s), -EEXIST);
+  ASSERT_EQ(shmsem_create(seg.name().c_str(), &cfg, 0, &s), 0);
+  shmsem_lease_t l;
+  ASSERT_EQ(shmsem_acquire(s, &l), 0);
+  EXPECT_COUNTS(seg.get(), 1, 1, 0, 0);  // the same semaphore
+  EXPECT_EQ(shmsem_release(seg.get(), &l), 0);
+  shmsem_detach(s);
+  cfg = config(3);
+  EXPECT_EQ(shmsem_create(seg.name().c_str(), &cfg, 0, &s), -EEXIST)
+      << "different configuration";
+}
+
+TEST(Create, ModeIsApplied) {
+  std::string name = unique_name();
+  Unlinker u{name};
+  shmsem_config cfg = config(1);
+  cfg.mode = 0640;
+  shmsem_t *s = nullptr;
+  ASSERT_EQ(shmsem_create(name.c_str(), &cfg, SHMSEM_EXCL, &s), 0);
+  struct stat st;
+  ASSERT_EQ(stat(("/dev/shm" + name).c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0640u);
+  shmsem_detach(s);
+}
+
+TEST(Open, MissingIsEnoent) {
+  shmsem_t *s = nullptr;
+  EXPECT_EQ(shmsem_open(unique_name().c_str(), 0, &s), -ENOENT);
+  EXPECT_EQ(shmsem_unlink(unique_name().c_str()), -ENOENT);
+}
+
+// Writes `bytes` as the segment `name`.
+void write_segment(const std::string &name, const void *bytes, size_t n) {
+  int fd = shm_open(name.c_str(), O_RDWR | O_CREAT | O_TRUNC, 0600);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(write(fd, bytes, n), ssize_t(n));
+  close(fd);
+}
+
+TEST(Open, ForeignOrDamagedSegmentsAreRejected) {
+  std::string name = unique_name();
+  Unlinker u{name};
+  shmsem_t *s = nullptr;
+  std::vector<char> junk(4096, 'x');
+  write_segment(name, junk.data(), junk.size());
+  EXPECT_EQ(shmsem_open(name.c_str(), 0, &s), -EBADMSG) << "not ours";
+  write_segment(name, junk.data(), 3);
+  EXPECT_EQ(shmsem_open(name.c_str(), 0, &s), -EBADMSG) << "too small";
+  write_segment(name, junk.data(), 0);
+  EXPECT_EQ(shmsem_open(name.c_str(), 0, &s), -EBADMSG) << "empty";
+}
+
+TEST(Open, OtherLayoutVersionIsEproto) {
+  Segment seg(1);
+  std::string path = "/dev/shm" + seg.name();
+  int fd = open(path.c_str(), O_RDWR);
+  ASSERT_GE(fd, 0);
+  uint32_t v = detail::kLayoutVersion + 1;
+  ASSERT_EQ(pwrite(fd, &v, sizeof v, offsetof(detail::Header, layout_version)),
+            ssize_t(sizeof v));
+  shmsem_t *s = nullptr;
+  EXPECT_EQ(shmsem_open(seg.name().c_str(), 0, &s), -EPROTO);
+  // Truncated below the size its header states.
+  v = detail::kLayoutVersion;
+  pwrite(fd, &v, sizeof v, offsetof(detail::Header, layout_version));
+  struct stat st;
+  fstat(fd, &st);
+  ASSERT_EQ(ftruncate(fd, st.st_size - 64), 0);
+  EXPECT_EQ(shmsem_open(seg.name().c_str(), 0, &s), -EBADMSG);
+  close(fd);
+}
+
+TEST(Open, ReadOnlyHandleCannotChangeAnything) {
+  Segment seg(1);
+  shmsem_t *ro = seg.open_again(SHMSEM_RDONLY);
+  ASSERT_NE(ro, nullptr);
+  shmsem_lease_t l{0, 1};
+  EXPECT_EQ(shmsem_acquire(ro, &l), -EBADF);
+  EXPECT_EQ(shmsem_try_acquire(ro, &l), -EBADF);
+  EXPECT_EQ(shmsem_release(ro, &l), -EBADF);
+  EXPECT_EQ(shmsem_shutdown(ro), -EBADF);
+  EXPECT_EQ(shmsem_recover(ro), -EBADF);
+  struct shmsem_stat st;
+  EXPECT_EQ(shmsem_stat(ro, &st), 0);
+  EXPECT_EQ(st.permits, 1u);
+  EXPECT_EQ(shmsem_check(ro), 0);
+  shmsem_detach(ro);
+}
+
+TEST(Lease, UncontendedAcquireAndRelease) {
+  Segment seg(2);
+  shmsem_t *s = seg.get();
+  shmsem_lease_t a, b, c;
+  ASSERT_EQ(shmsem_acquire(s, &a), 0);
+  EXPECT_COUNTS(s, 1, 1, 0, 0);
+  ASSERT_EQ(shmsem_try_acquire(s, &b), 0);
+  EXPECT_COUNTS(s, 0, 2, 0, 0);
+  EXPECT_NE(a.index, b.index);
+  EXPECT_EQ(shmsem_try_acquire(s, &c), -EAGAIN);
+  EXPECT_INVARIANTS(s);
+  EXPECT_EQ(shmsem_release(s, &a), 0);
+  EXPECT_EQ(shmsem_release(s, &b), 0);
+  EXPECT_COUNTS(s, 2, 0, 0, 0);
+  EXPECT_INVARIANTS(s);
+  struct shmsem_stat st;
+  shmsem_stat(s, &st);
+  EXPECT_EQ(st.acquisitions, 2u);
+}
+
+TEST(Lease, DuplicateReleaseIsEalreadyAndChangesNothing) {
+  Segment seg(1);
+  shmsem_t *s = seg.get();
+  shmsem_lease_t a, b;
+  ASSERT_EQ(shmsem_acquire(s, &a), 0);
+  ASSERT_EQ(shmsem_release(s, &a), 0);
+  EXPECT_EQ(shmsem_release(s, &a), -EALREADY);
+  EXPECT_COUNTS(s, 1, 0, 0, 0);
+  // The record is reused by a new lease: the old token still cannot free it.
+  ASSERT_EQ(shmsem_acquire(s, &b), 0);
+  EXPECT_EQ(b.index, a.index);
+  EXPECT_NE(b.gen, a.gen);
+  EXPECT_EQ(shmsem_release(s, &a), -EALREADY);
+  EXPECT_COUNTS(s, 0, 1, 0, 0);
+  EXPECT_EQ(shmsem_release(s, &b), 0);
+  EXPECT_INVARIANTS(s);
+}
+
+TEST(Lease, MalformedLeaseIsEinval) {
+  Segment seg(1);
+  shmsem_lease_t bad_index{5, 1}, zero_gen{0, 0};
+  EXPECT_EQ(shmsem_release(seg.get(), &bad_index), -EINVAL);
+  EXPECT_EQ(shmsem_release(seg.get(), &zero_gen), -EINVAL);
+  EXPECT_EQ(shmsem_release(seg.get(), nullptr), -EINVAL);
+  EXPECT_COUNTS(seg.get(), 1, 0, 0, 0);
+}
+
+TEST(Lease, FailingTaskStillReleasesThroughRaii) {
+  Segment seg(1);
+  shmsem_t *s = seg.get();
+  auto task = [&] {
+    Lease lease;
+    if (acquire(s, &lease) != 0) return;
+    EXPECT_COUNTS(s, 0, 1, 0, 0);
+    throw std::runtime_error("task failed");
+  };
+  EXPECT_THROW(task(), std::runtime_error);
+  EXPECT_COUNTS(s, 1, 0, 0, 0);
+  EXPECT_INVARIANTS(s);
+}
+
+TEST(Strerror, SpeaksTheSemaphoresWords) {
+  EXPECT_STREQ(shmsem_strerror(-ESHUTDOWN), "semaphore is closed");
+  EXPECT_STREQ(shmsem_strerror(-EALREADY), "lease already released");
+  EXPECT_STREQ(shmsem_strerror(-EBUSY), "wait queue is full");
+  EXPECT_STREQ(shmsem_strerror(EBUSY), "wait queue is full");
+  EXPECT_NE(shmsem_strerror(-12345), nullptr);
+}
+
+TEST(Abi, PublicStructSizesArePinned) {
+  EXPECT_EQ(sizeof(shmsem_lease_t), 8u);
+  EXPECT_EQ(sizeof(shmsem_config), 48u);
+  EXPECT_EQ(sizeof(shmsem_cancel_t), 48u);
+  EXPECT_EQ(sizeof(struct shmsem_stat), 32u + 8 * 8 + 8 * SHMSEM_HIST_BUCKETS + 64);
+  EXPECT_EQ(sizeof(detail::LeaseRecord), 64u);
+  EXPECT_EQ(sizeof(detail::WaiterSlot), 64u);
+}
+
+TEST(Stat, WaitQuantileReadsTheHistogram) {
+  struct shmsem_stat st {};
+  EXPECT_EQ(shmsem_stat_wait_quantile(&st, 0.5), 0u);
+  st.wait_hist[0] = 90;   // [0, 2) ns
+  st.wait_hist[20] = 10;  // [1 ms, 2 ms)
+  EXPECT_EQ(shmsem_stat_wait_quantile(&st, 0.5), 1u);
+  EXPECT_EQ(shmsem_stat_wait_quantile(&st, 0.99), (1u << 21) - 1);
+  EXPECT_EQ(shmsem_stat_wait_quantile(&st, 0), 0u) << "q out of range";
+}
+
+}  // namespace
+}  // namespace shmsem::test

@@ -1,0 +1,50 @@
+#include "support/segment.h"
+
+#include <unistd.h>
+
+#include <atomic>
+
+#include "check.h"
+
+namespace shmsem::test {
+
+std::string unique_name(const char *tag) {
+  static std::atomic<int> n{0};
+  return "/shmsem-test-" + std::to_string(getpid()) + "-" +
+         std::to_string(n.fetch_add(1)) + "-" + tag;
+}
+
+Segment::Segment(uint32_t permits, uint32_t max_waiters, const char *tag)
+    : name_(unique_name(tag)) {
+  shmsem_config cfg{};
+  cfg.permits = permits;
+  cfg.max_waiters = max_waiters;
+  int r = shmsem_create(name_.c_str(), &cfg, SHMSEM_EXCL, &s_);
+  if (r != 0) ADD_FAILURE() << "shmsem_create: " << shmsem_strerror(r);
+}
+
+Segment::~Segment() {
+  shmsem_detach(s_);
+  shmsem_unlink(name_.c_str());
+}
+
+shmsem_t *Segment::open_again(int flags) const {
+  shmsem_t *s = nullptr;
+  int r = shmsem_open(name_.c_str(), flags, &s);
+  if (r != 0) ADD_FAILURE() << "shmsem_open: " << shmsem_strerror(r);
+  return s;
+}
+
+std::string invariant_violation(shmsem_t *s) {
+  char msg[160];
+  int r = detail::check(s, msg, sizeof msg);
+  return r == 0 ? "" : msg;
+}
+
+Counts counts(shmsem_t *s) {
+  struct shmsem_stat st;
+  shmsem_stat(s, &st);
+  return {st.available, st.held, st.reserved, st.waiting};
+}
+
+}  // namespace shmsem::test

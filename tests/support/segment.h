@@ -1,0 +1,59 @@
+// A semaphore with a unique name for one test, unlinked on teardown (also
+// when the test fails), and the invariant assertion used after every step.
+#ifndef SHMSEM_TESTS_SUPPORT_SEGMENT_H
+#define SHMSEM_TESTS_SUPPORT_SEGMENT_H
+
+#include <gtest/gtest.h>
+#include <shmsem/shmsem.h>
+
+#include <string>
+
+namespace shmsem::test {
+
+// "/shmsem-test-<pid>-<n>-<tag>", unique within the machine.
+std::string unique_name(const char *tag = "t");
+
+class Segment {
+ public:
+  explicit Segment(uint32_t permits, uint32_t max_waiters = 64,
+                   const char *tag = "t");
+  ~Segment();
+  Segment(const Segment &) = delete;
+  Segment &operator=(const Segment &) = delete;
+
+  shmsem_t *get() const { return s_; }
+  const std::string &name() const { return name_; }
+  // Another handle on the same segment (e.g. in a forked child).
+  shmsem_t *open_again(int flags = 0) const;
+
+ private:
+  std::string name_;
+  shmsem_t *s_ = nullptr;
+};
+
+// Empty string if every invariant holds, else the broken one.
+std::string invariant_violation(shmsem_t *s);
+
+struct Counts {
+  uint32_t available, held, reserved, waiting;
+};
+Counts counts(shmsem_t *s);
+
+}  // namespace shmsem::test
+
+#define EXPECT_INVARIANTS(s) \
+  EXPECT_EQ(::shmsem::test::invariant_violation(s), "")
+#define ASSERT_INVARIANTS(s) \
+  ASSERT_EQ(::shmsem::test::invariant_violation(s), "")
+
+// available, held, reserved, waiting in one assertion.
+#define EXPECT_COUNTS(s, a, h, r, w)                                  \
+  do {                                                                \
+    auto c_ = ::shmsem::test::counts(s);                              \
+    EXPECT_EQ(c_.available, uint32_t(a)) << "available";              \
+    EXPECT_EQ(c_.held, uint32_t(h)) << "held";                        \
+    EXPECT_EQ(c_.reserved, uint32_t(r)) << "reserved";                \
+    EXPECT_EQ(c_.waiting, uint32_t(w)) << "waiting";                  \
+  } while (0)
+
+#endif  // SHMSEM_TESTS_SUPPORT_SEGMENT_H

@@ -1,0 +1,99 @@
+// shmsem create NAME --permits N [--max-waiters M] [--mode 0660] [--exclusive]
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include <memory>
+#include <string>
+
+#include "commands.h"
+#include "common.h"
+#include "exit_codes.h"
+
+namespace shmsem::cli {
+namespace {
+
+struct CreateOptions {
+  std::string name;
+  uint32_t permits = 0;
+  uint32_t max_waiters = 0;
+  std::string mode;
+  bool exclusive = false;
+};
+
+// "0660", "660" or "0o660" to permission bits; -1 if not octal 1..07777.
+long parse_mode(std::string text) {
+  if (text.rfind("0o", 0) == 0) text = text.substr(2);
+  if (text.empty() || text.size() > 5) return -1;
+  char *end = nullptr;
+  long v = strtol(text.c_str(), &end, 8);
+  if (*end || v <= 0 || v > 07777) return -1;
+  return v;
+}
+
+int run_create(const CreateOptions &o) {
+  struct shmsem_config cfg = {};
+  cfg.permits = o.permits;
+  cfg.max_waiters = o.max_waiters;
+  if (!o.mode.empty()) {
+    long m = parse_mode(o.mode);
+    if (m < 0) {
+      fprintf(stderr,
+              "shmsem: create %s: invalid mode '%s': give octal permission "
+              "bits such as 0660 or 0600\n",
+              o.name.c_str(), o.mode.c_str());
+      return kExitUsage;
+    }
+    cfg.mode = uint32_t(m);
+  }
+  Handle h;
+  int e = shmsem_create(o.name.c_str(), &cfg, o.exclusive ? SHMSEM_EXCL : 0, &h.s);
+  if (e == -EEXIST && !o.exclusive) {
+    // Not exclusive, so it exists with other settings: say which.
+    Handle other;
+    struct shmsem_stat st;
+    if (shmsem_open(o.name.c_str(), SHMSEM_RDONLY, &other.s) == 0 &&
+        shmsem_stat(other.s, &st) == 0) {
+      fprintf(stderr,
+              "shmsem: create %s: semaphore already exists with %u permits "
+              "and %u max waiters; remove it first with 'shmsem rm %s' to "
+              "change them\n",
+              o.name.c_str(), st.permits, st.max_waiters, o.name.c_str());
+      return kExitExists;
+    }
+  }
+  if (e) {
+    report_error("create", o.name, e);
+    return exit_code_for(e);
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+Subcommand add_create(CLI::App &parent) {
+  auto o = std::make_shared<CreateOptions>();
+  CLI::App *sub = parent.add_subcommand(
+      "create",
+      "Create a semaphore (or open it if it exists with the same settings)");
+  sub->add_option("name", o->name, "Semaphore name, e.g. /pool")
+      ->required()
+      ->check(semaphore_name_validator());
+  sub->add_option("-n,--permits", o->permits, "Number of permits (1-1048576)")
+      ->required()
+      ->check(CLI::Range(1u, uint32_t(SHMSEM_MAX_PERMITS)))
+      ->group("Settings");
+  sub->add_option("-w,--max-waiters", o->max_waiters,
+                  "Wait-queue bound (default 1024)")
+      ->check(CLI::Range(1u, uint32_t(SHMSEM_MAX_WAITERS)))
+      ->group("Settings");
+  sub->add_option("-m,--mode", o->mode,
+                  "Permission bits of /dev/shm/NAME in octal (default 0600)")
+      ->group("Settings");
+  sub->add_flag("-x,--exclusive", o->exclusive,
+                "Fail (exit 4) if it already exists")
+      ->group("Settings");
+  return {sub, [o] { return run_create(*o); }};
+}
+
+}  // namespace shmsem::cli

@@ -1,0 +1,220 @@
+// shmsem status NAME [--json]: a Snapshot (snapshot.h) rendered as text or
+// as one JSON document. Needs only read permission on /dev/shm/NAME.
+#include <stdio.h>
+#include <time.h>
+
+#include <memory>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "commands.h"
+#include "common.h"
+#include "exit_codes.h"
+#include "snapshot.h"
+
+namespace shmsem::cli {
+namespace {
+
+using Json = nlohmann::ordered_json;  // keys in insertion order: stable output
+
+// The version of the JSON document below; bump it when a field changes
+// meaning or disappears (adding fields does not bump it).
+constexpr int kStatusJsonVersion = 1;
+
+struct StatusOptions {
+  std::string name;
+  bool json = false;
+};
+
+std::string octal_mode(uint32_t mode) {
+  char buf[16];
+  snprintf(buf, sizeof buf, "%04o", mode);
+  return buf;
+}
+
+std::string format_time(uint64_t unix_ns, bool utc_iso) {
+  time_t t = time_t(unix_ns / 1'000'000'000ull);
+  struct tm tm;
+  char buf[64];
+  if (utc_iso) {
+    gmtime_r(&t, &tm);
+    strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  } else {
+    localtime_r(&t, &tm);
+    strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S %Z", &tm);
+  }
+  return buf;
+}
+
+std::string or_dash(const std::string &s) { return s.empty() ? "-" : s; }
+
+Json process_json(const ProcessInfo &p) {
+  Json j;
+  j["pid"] = p.pid;
+  j["comm"] = p.comm.empty() ? Json(nullptr) : Json(p.comm);
+  j["cmdline"] = p.cmdline.empty() ? Json(nullptr) : Json(p.cmdline);
+  j["alive"] = p.alive;
+  return j;
+}
+
+Json to_json(const Snapshot &s) {
+  const struct shmsem_stat &st = s.st;
+  Json j;
+  j["version"] = kStatusJsonVersion;
+  j["name"] = s.name;
+  j["state"] = st.closed ? "closed" : "open";
+  j["capacity"] = st.permits;
+  j["max_waiters"] = st.max_waiters;
+  j["available"] = st.available;
+  j["held"] = st.held;
+  j["reserved"] = st.reserved;
+  j["waiting"] = st.waiting;
+  j["file"] = {{"path", "/dev/shm" + s.name},
+               {"mode", octal_mode(s.mode)},
+               {"uid", s.uid},
+               {"user", s.user.empty() ? Json(nullptr) : Json(s.user)},
+               {"gid", s.gid},
+               {"group", s.group.empty() ? Json(nullptr) : Json(s.group)}};
+  j["created"] = format_time(s.created_unix_ns, true);
+  j["holders"] = Json::array();
+  for (const Holder &h : s.holders) {
+    Json e;
+    e["lease"] = std::to_string(h.index) + ":" + std::to_string(h.gen);
+    e["index"] = h.index;
+    e["gen"] = h.gen;
+    e["state"] = h.reserved ? "reserved" : "held";
+    e.update(process_json(h.owner));
+    e["held_ns"] = h.held_ns;
+    j["holders"].push_back(e);
+  }
+  j["waiters"] = Json::array();
+  for (const Waiter &w : s.waiters) {
+    Json e;
+    e["position"] = w.position;
+    e["ticket"] = w.ticket;
+    e["slot"] = w.slot;
+    e.update(process_json(w.owner));
+    e["waiting_ns"] = w.waiting_ns;
+    j["waiters"].push_back(e);
+  }
+  j["queue_rebuilt"] = s.queue_rebuilt;
+  j["counters"] = {{"acquisitions", st.acquisitions},
+                   {"timeouts", st.timeouts},
+                   {"cancellations", st.cancellations},
+                   {"queue_full", st.queue_full},
+                   {"shutdown_failures", st.shutdown_failures},
+                   {"reclaimed_holders", st.reclaimed_holders},
+                   {"reclaimed_waiters", st.reclaimed_waiters},
+                   {"repairs", st.repairs}};
+  j["wait_ns"] = {{"p50", s.wait_p50_ns},
+                  {"p90", s.wait_p90_ns},
+                  {"p99", s.wait_p99_ns}};
+  return j;
+}
+
+void render_text(const Snapshot &s, FILE *f) {
+  const struct shmsem_stat &st = s.st;
+  std::string owner = or_dash(s.user.empty() ? std::to_string(s.uid) : s.user) +
+                      ":" + (s.group.empty() ? std::to_string(s.gid) : s.group);
+  std::vector<std::vector<std::string>> kv = {
+      {"semaphore", s.name},
+      {"state", st.closed ? "closed (shut down: new acquires fail)"
+                          : "open"},
+      {"capacity", std::to_string(st.permits) + " permits, up to " +
+                       std::to_string(st.max_waiters) + " waiters"},
+      {"available", std::to_string(st.available)},
+      {"held", std::to_string(st.held)},
+      {"reserved", std::to_string(st.reserved)},
+      {"waiting", std::to_string(st.waiting)},
+      {"file", "/dev/shm" + s.name + ", mode " + octal_mode(s.mode) +
+                   ", owner " + owner},
+      {"created", format_time(s.created_unix_ns, false)},
+  };
+  for (const auto &row : kv)
+    fprintf(f, "%-10s %s\n", row[0].c_str(), row[1].c_str());
+
+  fprintf(f, "\nHolders: %zu\n", s.holders.size());
+  if (!s.holders.empty()) {
+    std::vector<std::vector<std::string>> rows;
+    for (const Holder &h : s.holders)
+      rows.push_back({std::to_string(h.index) + ":" + std::to_string(h.gen),
+                      h.reserved ? "reserved" : "held",
+                      std::to_string(h.owner.pid), or_dash(h.owner.comm),
+                      h.owner.alive ? "alive" : "dead",
+                      format_duration(h.held_ns), or_dash(h.owner.cmdline)});
+    print_table(f, {"LEASE", "STATE", "PID", "COMMAND", "ALIVE", "HELD FOR", "ARGS"},
+                rows);
+  }
+
+  fprintf(f, "\nWaiters (queue order): %zu%s\n", s.waiters.size(),
+          s.queue_rebuilt ? " (queue changed while reading; ordered by ticket)"
+                          : "");
+  if (!s.waiters.empty()) {
+    std::vector<std::vector<std::string>> rows;
+    for (const Waiter &w : s.waiters)
+      rows.push_back({std::to_string(w.position), std::to_string(w.ticket),
+                      std::to_string(w.owner.pid), or_dash(w.owner.comm),
+                      w.owner.alive ? "alive" : "dead",
+                      format_duration(w.waiting_ns), or_dash(w.owner.cmdline)});
+    print_table(f, {"POS", "TICKET", "PID", "COMMAND", "ALIVE", "WAITING FOR", "ARGS"},
+                rows);
+  }
+
+  fprintf(f, "\nCounters:\n");
+  std::vector<std::vector<std::string>> counters = {
+      {"acquisitions", std::to_string(st.acquisitions)},
+      {"timeouts", std::to_string(st.timeouts)},
+      {"cancellations", std::to_string(st.cancellations)},
+      {"queue full", std::to_string(st.queue_full)},
+      {"shutdown failures", std::to_string(st.shutdown_failures)},
+      {"reclaimed holders", std::to_string(st.reclaimed_holders)},
+      {"reclaimed waiters", std::to_string(st.reclaimed_waiters)},
+      {"repairs", std::to_string(st.repairs)},
+  };
+  for (const auto &row : counters)
+    fprintf(f, "  %-18s %s\n", row[0].c_str(), row[1].c_str());
+  if (st.acquisitions == 0 && s.wait_p99_ns == 0) {
+    fprintf(f, "  %-18s %s\n", "wait time", "no waits recorded");
+  } else {
+    fprintf(f, "  %-18s p50 <= %s, p90 <= %s, p99 <= %s\n", "wait time",
+            format_duration(s.wait_p50_ns).c_str(),
+            format_duration(s.wait_p90_ns).c_str(),
+            format_duration(s.wait_p99_ns).c_str());
+  }
+}
+
+int run_status(const StatusOptions &o) {
+  Snapshot snap;
+  int e = take_snapshot(o.name, &snap);
+  if (e) {
+    report_error("status", o.name, e);
+    return exit_code_for(e);
+  }
+  if (o.json)
+    printf("%s\n", to_json(snap).dump(2).c_str());
+  else
+    render_text(snap, stdout);
+  return fflush(stdout) == 0 ? kExitOk : kExitFailure;
+}
+
+}  // namespace
+
+Subcommand add_status(CLI::App &parent) {
+  auto o = std::make_shared<StatusOptions>();
+  CLI::App *sub = parent.add_subcommand(
+      "status",
+      "Show permits, holders, the wait queue and counters (read-only)");
+  sub->add_option("name", o->name, "Semaphore name, e.g. /pool")
+      ->required()
+      ->check(semaphore_name_validator());
+  sub->add_flag("-j,--json", o->json, "Print one JSON document instead of text")
+      ->group("Output");
+  sub->footer(
+      "Opens the semaphore read-only: read permission on /dev/shm/NAME is "
+      "enough and nothing is written.\nThe figures are read without the "
+      "lock, so on a busy semaphore they may be a moment apart.");
+  return {sub, [o] { return run_status(*o); }};
+}
+
+}  // namespace shmsem::cli

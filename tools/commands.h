@@ -1,0 +1,31 @@
+// One function per subcommand (one file each: cmd_<name>.cc). Each adds its
+// subcommand, options and help to `parent` and returns the code that runs it
+// after a successful parse; that code returns an exit code (exit_codes.h).
+#ifndef SHMSEM_TOOLS_COMMANDS_H
+#define SHMSEM_TOOLS_COMMANDS_H
+
+#include <functional>
+
+#include <CLI/CLI.hpp>
+
+namespace shmsem::cli {
+
+struct Subcommand {
+  CLI::App *app;
+  std::function<int()> run;
+};
+
+Subcommand add_create(CLI::App &parent);
+Subcommand add_status(CLI::App &parent);
+Subcommand add_list(CLI::App &parent);
+Subcommand add_run(CLI::App &parent);
+Subcommand add_recover(CLI::App &parent);
+Subcommand add_shutdown(CLI::App &parent);
+Subcommand add_rm(CLI::App &parent);
+
+// A CLI11 validator for semaphore names (common.h: name_problem).
+CLI::Validator semaphore_name_validator();
+
+}  // namespace shmsem::cli
+
+#endif  // SHMSEM_TOOLS_COMMANDS_H

@@ -1,0 +1,229 @@
+#include "common.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+
+#include "exit_codes.h"
+
+namespace shmsem::cli {
+
+std::string name_problem(const std::string &name) {
+  const std::string rule =
+      "must be '/' followed by 1-" + std::to_string(NAME_MAX) +
+      " characters without '/'";
+  std::string head = "invalid semaphore name '" + name + "': ";
+  if (name.empty() || name[0] != '/') {
+    std::string msg = head + rule;
+    if (!name.empty() && name.find('/') == std::string::npos &&
+        name.size() <= NAME_MAX)
+      msg += " (did you mean '/" + name + "'?)";
+    return msg;
+  }
+  size_t len = name.size() - 1;
+  if (len == 0 || len > NAME_MAX || name.find('/', 1) != std::string::npos)
+    return head + rule;
+  if (name == "/." || name == "/..") return head + "'.' and '..' are not allowed";
+  if (name.find('\0') != std::string::npos) return head + rule;
+  return "";
+}
+
+std::string parse_duration(const std::string &text, uint64_t *ns) {
+  const std::string bad = "invalid duration '" + text +
+                          "': use a number with an optional unit ms, s, m "
+                          "or h, as in 500ms, 5s, 2m (plain numbers are "
+                          "seconds)";
+  // Digits, optionally a fraction, then an optional unit.
+  size_t i = 0;
+  unsigned long long whole = 0;
+  bool digits = false;
+  while (i < text.size() && text[i] >= '0' && text[i] <= '9') {
+    if (whole > 10'000'000ull) return bad;  // far beyond any sane wait
+    whole = whole * 10 + unsigned(text[i] - '0');
+    digits = true;
+    i++;
+  }
+  uint64_t frac_num = 0, frac_den = 1;  // fraction of one unit
+  if (i < text.size() && text[i] == '.') {
+    i++;
+    while (i < text.size() && text[i] >= '0' && text[i] <= '9') {
+      if (frac_den < 1'000'000'000ull) {
+        frac_num = frac_num * 10 + unsigned(text[i] - '0');
+        frac_den *= 10;
+      }
+      digits = true;
+      i++;
+    }
+  }
+  if (!digits) return bad;
+  std::string unit = text.substr(i);
+  uint64_t scale;
+  if (unit == "ms") scale = 1'000'000ull;
+  else if (unit.empty() || unit == "s") scale = 1'000'000'000ull;
+  else if (unit == "m") scale = 60'000'000'000ull;
+  else if (unit == "h") scale = 3'600'000'000'000ull;
+  else return bad;
+  unsigned __int128 total = (unsigned __int128)whole * scale +
+                            (unsigned __int128)frac_num * scale / frac_den;
+  // 10^7 hours is far more than enough and still fits in 64 bits of ns.
+  if (total > (unsigned __int128)(UINT64_MAX / 2)) return bad;
+  *ns = uint64_t(total);
+  return "";
+}
+
+std::string format_duration(uint64_t ns) {
+  char buf[64];
+  if (ns < 1'000ull) {
+    snprintf(buf, sizeof buf, "%lluns", (unsigned long long)ns);
+  } else if (ns < 1'000'000ull) {
+    snprintf(buf, sizeof buf, "%.3gµs", double(ns) / 1e3);
+  } else if (ns < 1'000'000'000ull) {
+    snprintf(buf, sizeof buf, "%.3gms", double(ns) / 1e6);
+  } else if (ns < 60'000'000'000ull) {
+    snprintf(buf, sizeof buf, "%.3gs", double(ns) / 1e9);
+  } else {
+    uint64_t s = ns / 1'000'000'000ull;
+    if (s < 3600)
+      snprintf(buf, sizeof buf, "%llum%02llus", (unsigned long long)(s / 60),
+               (unsigned long long)(s % 60));
+    else if (s < 86400)
+      snprintf(buf, sizeof buf, "%lluh%02llum", (unsigned long long)(s / 3600),
+               (unsigned long long)(s % 3600 / 60));
+    else
+      snprintf(buf, sizeof buf, "%llud%02lluh", (unsigned long long)(s / 86400),
+               (unsigned long long)(s % 86400 / 3600));
+  }
+  return buf;
+}
+
+namespace {
+
+// What to do about an error, in the user's terms; "" if nothing useful.
+std::string hint_for(int err, const std::string &name) {
+  switch (-err) {
+    case ENOENT:
+      return "create it with 'shmsem create " + name + " --permits N', or see 'shmsem list'";
+    case EACCES:
+      return "check the owner and mode of /dev/shm" + name +
+             " ('shmsem create --mode' sets them)";
+    case ESHUTDOWN:
+      return "it was shut down; remove it with 'shmsem rm " + name +
+             "' and create it again";
+    case EBUSY:
+      return "too many processes are queued; create it with a larger --max-waiters";
+    case EBADMSG:
+      return "it is not a shmsem semaphore (or is damaged); check /dev/shm" + name;
+    case EPROTO:
+      return "it was created by another, incompatible version of shmsem";
+    case EXDEV:
+      return "use it from the PID namespace (container) that created it";
+    case EEXIST:
+      return "use the existing one, or remove it first with 'shmsem rm " + name + "'";
+    case EUCLEAN:
+      return "run 'shmsem status " + name + "' and report this as a bug";
+    default:
+      return "";
+  }
+}
+
+}  // namespace
+
+void report_error(const char *verb, const std::string &name, int err) {
+  std::string hint = hint_for(err, name);
+  fprintf(stderr, "shmsem: %s %s: %s%s%s\n", verb, name.c_str(),
+          shmsem_strerror(err), hint.empty() ? "" : "; ", hint.c_str());
+}
+
+int exit_code_for(int err) {
+  switch (-err) {
+    case 0: return kExitOk;
+    case ENOENT: return kExitNoSuchSemaphore;
+    case EEXIST: return kExitExists;
+    case EINVAL: return kExitUsage;
+    default: return kExitFailure;
+  }
+}
+
+namespace {
+
+std::string read_small_file(const std::string &path, size_t max) {
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return "";
+  std::string out;
+  char buf[512];
+  while (out.size() < max) {
+    ssize_t n = read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    out.append(buf, size_t(n));
+  }
+  close(fd);
+  if (out.size() > max) out.resize(max);
+  return out;
+}
+
+}  // namespace
+
+std::string proc_comm(pid_t pid) {
+  std::string s = read_small_file("/proc/" + std::to_string(pid) + "/comm", 64);
+  while (!s.empty() && (s.back() == '\n' || s.back() == '\0')) s.pop_back();
+  return s;
+}
+
+std::string proc_cmdline(pid_t pid, size_t max) {
+  std::string s =
+      read_small_file("/proc/" + std::to_string(pid) + "/cmdline", max);
+  while (!s.empty() && s.back() == '\0') s.pop_back();
+  for (char &c : s)
+    if (c == '\0' || c == '\n' || c == '\t') c = ' ';
+  return s;
+}
+
+namespace {
+
+size_t display_width(const std::string &s) {
+  size_t w = 0;
+  for (unsigned char c : s)
+    if ((c & 0xc0) != 0x80) w++;
+  return w;
+}
+
+}  // namespace
+
+void print_table(FILE *f, const std::vector<std::string> &header,
+                 const std::vector<std::vector<std::string>> &rows,
+                 const char *indent) {
+  std::vector<size_t> width(header.size(), 0);
+  auto measure = [&](const std::vector<std::string> &row) {
+    for (size_t i = 0; i < row.size() && i < width.size(); i++)
+      width[i] = std::max(width[i], display_width(row[i]));
+  };
+  measure(header);
+  for (const auto &r : rows) measure(r);
+  auto print = [&](const std::vector<std::string> &row) {
+    std::string line = indent;
+    for (size_t i = 0; i < row.size(); i++) {
+      line += row[i];
+      if (i + 1 < row.size())
+        line += std::string(width[i] - display_width(row[i]) + 2, ' ');
+    }
+    while (!line.empty() && line.back() == ' ') line.pop_back();
+    fprintf(f, "%s\n", line.c_str());
+  };
+  print(header);
+  for (const auto &r : rows) print(r);
+}
+
+uint64_t now_ns(clockid_t clock) {
+  timespec ts;
+  clock_gettime(clock, &ts);
+  return uint64_t(ts.tv_sec) * 1'000'000'000ull + uint64_t(ts.tv_nsec);
+}
+
+}  // namespace shmsem::cli

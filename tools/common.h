@@ -1,0 +1,64 @@
+// Helpers every subcommand shares: semaphore-name and duration parsing,
+// reporting library errors in plain words, mapping them to exit codes, and
+// reading a process's name from /proc.
+#ifndef SHMSEM_TOOLS_COMMON_H
+#define SHMSEM_TOOLS_COMMON_H
+
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <stdio.h>
+
+#include <string>
+#include <vector>
+
+#include <shmsem/shmsem.h>
+
+namespace shmsem::cli {
+
+// "" if `name` is a valid semaphore name, else the whole message, e.g.
+// "invalid semaphore name '/a/b': must be '/' followed by 1-255 characters
+// without '/'". Same rule as the library (see shmsem_create(3)).
+std::string name_problem(const std::string &name);
+
+// Parse "500ms", "5s", "2m", "1h", "1.5s" or plain seconds ("5", "0.25").
+// Returns "" and sets *ns, or returns what is wrong with `text`.
+std::string parse_duration(const std::string &text, uint64_t *ns);
+
+// 950ns, 12µs, 3.4ms, 1.25s, 2m05s, 3h07m: short and human.
+std::string format_duration(uint64_t ns);
+
+// Print "shmsem: <verb> <name>: <library message>[; <hint>]" to stderr.
+// `err` is a negative errno from the library; the hint says what to do.
+void report_error(const char *verb, const std::string &name, int err);
+
+// The exit code for a library error (exit_codes.h).
+int exit_code_for(int err);
+
+// Command name (/proc/<pid>/comm) and the space-joined argument list
+// (/proc/<pid>/cmdline, at most `max` bytes); "" when unreadable.
+std::string proc_comm(pid_t pid);
+std::string proc_cmdline(pid_t pid, size_t max = 256);
+
+// CLOCK_MONOTONIC, CLOCK_MONOTONIC_COARSE and CLOCK_REALTIME in ns.
+uint64_t now_ns(clockid_t clock);
+
+// Print rows under a header row, columns left-aligned and padded to the
+// widest cell (display width: UTF-8 continuation bytes are not counted); the
+// last column is not padded.
+void print_table(FILE *f, const std::vector<std::string> &header,
+                 const std::vector<std::vector<std::string>> &rows,
+                 const char *indent = "  ");
+
+// RAII for an open semaphore.
+struct Handle {
+  shmsem_t *s = nullptr;
+  Handle() = default;
+  Handle(const Handle &) = delete;
+  Handle &operator=(const Handle &) = delete;
+  ~Handle() { shmsem_detach(s); }
+};
+
+}  // namespace shmsem::cli
+
+#endif  // SHMSEM_TOOLS_COMMON_H

@@ -1,0 +1,157 @@
+#include "snapshot.h"
+
+#include <grp.h>
+#include <pwd.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+
+#include "common.h"
+#include "handle.h"
+#include "layout.h"
+#include "owner.h"
+
+namespace shmsem::cli {
+
+namespace d = shmsem::detail;
+
+namespace {
+
+// Fields the library changes under its lock are plain integers; we read them
+// without the lock (we could not take it through a read-only mapping), so
+// read each one once, atomically, and accept that the snapshot may be torn.
+template <typename T>
+T peek(const T &field) {
+  return __atomic_load_n(&field, __ATOMIC_RELAXED);
+}
+
+std::string user_name(uid_t uid) {
+  struct passwd pw, *res = nullptr;
+  char buf[1024];
+  if (getpwuid_r(uid, &pw, buf, sizeof buf, &res) == 0 && res) return pw.pw_name;
+  return "";
+}
+
+std::string group_name(gid_t gid) {
+  struct group gr, *res = nullptr;
+  char buf[1024];
+  if (getgrgid_r(gid, &gr, buf, sizeof buf, &res) == 0 && res) return gr.gr_name;
+  return "";
+}
+
+d::Owner read_owner(const d::Owner &o) {
+  d::Owner copy{};
+  copy.pid = peek(o.pid);
+  copy.start = peek(o.start);
+  return copy;
+}
+
+void read_holders(const shmsem_t *s, Snapshot *out) {
+  uint64_t now = now_ns(CLOCK_MONOTONIC_COARSE);
+  for (uint32_t i = 0; i < s->permits; i++) {
+    const d::LeaseRecord &rec = s->leases[i];
+    uint32_t state = rec.state.load(std::memory_order_acquire);
+    if (state != d::kLeaseHeld && state != d::kLeaseReserved) continue;
+    Holder h;
+    h.index = i;
+    h.gen = rec.gen.load(std::memory_order_relaxed);
+    h.reserved = state == d::kLeaseReserved;
+    d::Owner o = read_owner(rec.owner);
+    describe_process(o.pid, o.start, &h.owner);
+    uint64_t since = rec.since_ns.load(std::memory_order_relaxed);
+    h.held_ns = now > since ? now - since : 0;
+    out->holders.push_back(std::move(h));
+  }
+}
+
+Waiter make_waiter(const shmsem_t *s, uint32_t idx, uint64_t now) {
+  const d::WaiterSlot &ws = s->slots[idx];
+  Waiter w;
+  w.slot = idx;
+  w.ticket = peek(ws.ticket);
+  d::Owner o = read_owner(ws.owner);
+  describe_process(o.pid, o.start, &w.owner);
+  uint64_t enq = ws.enq_ns.load(std::memory_order_relaxed);
+  w.waiting_ns = now > enq ? now - enq : 0;
+  return w;
+}
+
+// Follow core->head and slot.next. A walk that leaves the WAITING slots,
+// loops, or disagrees with core->waiting was torn by a concurrent change:
+// then rebuild the order from the tickets of all WAITING slots instead.
+void read_waiters(const shmsem_t *s, uint32_t waiting, Snapshot *out) {
+  uint64_t now = now_ns(CLOCK_MONOTONIC);
+  std::vector<bool> seen(s->max_waiters, false);
+  bool torn = false;
+  uint32_t idx = peek(s->core->head);
+  while (idx != d::kNone) {
+    if (idx >= s->max_waiters || seen[idx] ||
+        s->slots[idx].word.load(std::memory_order_acquire) != d::kSlotWaiting) {
+      torn = true;
+      break;
+    }
+    seen[idx] = true;
+    out->waiters.push_back(make_waiter(s, idx, now));
+    idx = peek(s->slots[idx].next);
+  }
+  if (torn || out->waiters.size() != waiting) {
+    out->waiters.clear();
+    for (uint32_t i = 0; i < s->max_waiters; i++)
+      if (s->slots[i].word.load(std::memory_order_acquire) == d::kSlotWaiting)
+        out->waiters.push_back(make_waiter(s, i, now));
+    std::sort(out->waiters.begin(), out->waiters.end(),
+              [](const Waiter &a, const Waiter &b) { return a.ticket < b.ticket; });
+    out->queue_rebuilt = true;
+  }
+  for (size_t i = 0; i < out->waiters.size(); i++)
+    out->waiters[i].position = uint32_t(i + 1);
+}
+
+}  // namespace
+
+void describe_process(int32_t pid, uint64_t start, ProcessInfo *info) {
+  info->pid = pid;
+  d::Owner o{};
+  o.pid = pid;
+  o.start = start;
+  info->alive = d::owner_alive(o);
+  // Name the process only if it is the recorded one (not a reused PID).
+  uint64_t now_start = 0;
+  bool zombie = false;
+  if (d::proc_start_time(pid, &now_start, &zombie) &&
+      (start == 0 || now_start == start)) {
+    info->comm = proc_comm(pid);
+    info->cmdline = proc_cmdline(pid);
+  }
+}
+
+int take_snapshot(const std::string &name, Snapshot *out) {
+  *out = Snapshot{};
+  out->name = name;
+  Handle h;
+  int e = shmsem_open(name.c_str(), SHMSEM_RDONLY, &h.s);
+  if (e) return e;
+  const shmsem_t *s = h.s;
+
+  struct stat fst;
+  if (stat(("/dev/shm" + name).c_str(), &fst) == 0) {
+    out->mode = fst.st_mode & 07777;
+    out->uid = fst.st_uid;
+    out->gid = fst.st_gid;
+    out->user = user_name(fst.st_uid);
+    out->group = group_name(fst.st_gid);
+  }
+  out->created_unix_ns = s->hdr->created_ns;
+
+  e = shmsem_stat(h.s, &out->st);
+  if (e) return e;
+  out->wait_p50_ns = shmsem_stat_wait_quantile(&out->st, 0.50);
+  out->wait_p90_ns = shmsem_stat_wait_quantile(&out->st, 0.90);
+  out->wait_p99_ns = shmsem_stat_wait_quantile(&out->st, 0.99);
+
+  read_holders(s, out);
+  read_waiters(s, out->st.waiting, out);
+  return 0;
+}
+
+}  // namespace shmsem::cli

@@ -1,0 +1,73 @@
+// The one data model behind `shmsem status` (and the facts `shmsem list`
+// shows): a plain copy of a semaphore's state, counters, holders and queue,
+// taken through a read-only mapping. Renderers (text, JSON) read only this.
+#ifndef SHMSEM_TOOLS_SNAPSHOT_H
+#define SHMSEM_TOOLS_SNAPSHOT_H
+
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <string>
+#include <vector>
+
+#include <shmsem/shmsem.h>
+
+namespace shmsem::cli {
+
+// Who a lease or waiter slot belongs to, as far as /proc can tell.
+struct ProcessInfo {
+  int32_t pid = 0;
+  bool alive = false;      // owner_alive(): running, same start time, not a zombie
+  std::string comm;        // /proc/<pid>/comm, "" if gone or PID reused
+  std::string cmdline;     // /proc/<pid>/cmdline, space-joined, truncated
+};
+
+// A lease record that is not free: a permit someone holds, or one handed to a
+// queued waiter that has not yet returned from its acquire.
+struct Holder {
+  uint32_t index = 0;
+  uint32_t gen = 0;
+  bool reserved = false;  // RESERVED (granted, waiter not yet returned)
+  ProcessInfo owner;
+  uint64_t held_ns = 0;  // since the grant (CLOCK_MONOTONIC_COARSE)
+};
+
+// A queued waiter, in FIFO order.
+struct Waiter {
+  uint32_t position = 0;  // 1 = next to be granted
+  uint32_t slot = 0;
+  uint64_t ticket = 0;
+  ProcessInfo owner;
+  uint64_t waiting_ns = 0;  // since it queued (CLOCK_MONOTONIC)
+};
+
+struct Snapshot {
+  std::string name;
+  // Segment file (/dev/shm/<name>).
+  uint32_t mode = 0;  // permission bits
+  uid_t uid = 0;
+  gid_t gid = 0;
+  std::string user, group;  // "" if the ids have no names
+  uint64_t created_unix_ns = 0;  // CLOCK_REALTIME at creation
+  // State (shmsem_stat).
+  struct shmsem_stat st = {};
+  uint64_t wait_p50_ns = 0, wait_p90_ns = 0, wait_p99_ns = 0;
+  std::vector<Holder> holders;  // by lease index
+  std::vector<Waiter> waiters;  // queue order
+  // The mapping is read without the lock, so a snapshot of a busy semaphore
+  // can be torn. True when the queue links disagreed with the slot states
+  // and the order was rebuilt from tickets (the order repair also uses).
+  bool queue_rebuilt = false;
+};
+
+// Open `name` read-only (SHMSEM_RDONLY: never writes, needs only read
+// permission), copy everything out, detach. Returns 0 or a negative errno
+// from shmsem_open (-ENOENT, -EACCES, -EBADMSG, -EPROTO, -EXDEV, ...).
+int take_snapshot(const std::string &name, Snapshot *out);
+
+// Fill `info` for `pid` recorded with process start time `start`.
+void describe_process(int32_t pid, uint64_t start, ProcessInfo *info);
+
+}  // namespace shmsem::cli
+
+#endif  // SHMSEM_TOOLS_SNAPSHOT_H

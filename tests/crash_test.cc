@@ -1,1 +1,312 @@
+// Crash robustness, proven by killing real processes at every hook point.
+//
+// FaultInjection: a victim process runs a script that passes through every
+// operation (fast acquire, release to waiters, queued acquire, timeout,
+// cancellation, reclamation, repair, shutdown) while two survivor processes
+// contend. It kills itself (SIGKILL or _exit) at the n-th time it reaches
+// hook point P. Afterwards the survivors must all finish their work, and
+// after one reclamation pass available + held + reserved = N with nothing
+// held, nothing queued and every invariant intact.
 #include <gtest/gtest.h>
+#include <shmsem/shmsem.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <random>
+#include <string>
+#include <thread>
+
+#include "support/process.h"
+#include "support/segment.h"
+#include "testing.h"
+
+namespace shmsem::test {
+namespace {
+
+using testing::HookPoint;
+constexpr int kPoints = int(HookPoint::kCount);
+
+// The victim's script, one step per operation; `op` names the step running.
+enum Op { kOpFast, kOpReleaseToWaiters, kOpQueued, kOpTimeout, kOpCancel,
+          kOpReclaim, kOpRepair, kOpShutdown, kOpCount };
+const char *const kOpNames[] = {"fast-acquire", "release-to-waiters",
+                                "queued-acquire", "timeout", "cancel",
+                                "reclaim", "repair", "shutdown"};
+
+struct Board {
+  std::atomic<int> op{-1};         // victim's current step
+  std::atomic<int> killed_at{-1};  // hook point it died at (-1: survived)
+  std::atomic<int> holding{0};     // victim holds all N permits
+  std::atomic<int> survivors_started{0};
+  std::atomic<int> blocker_ready{0};
+};
+
+// Process-local kill switch read by the hook.
+struct KillSwitch {
+  int point = -1;
+  int countdown = 0;
+  bool sigkill = true;
+  Board *board = nullptr;
+} g_kill;
+
+void kill_hook(HookPoint p, void *) {
+  if (int(p) != g_kill.point || --g_kill.countdown != 0) return;
+  g_kill.board->killed_at = int(p);
+  if (g_kill.sigkill) raise(SIGKILL);
+  _exit(99);
+}
+
+timespec in_us(long us) {
+  timespec d;
+  clock_gettime(CLOCK_MONOTONIC, &d);
+  d.tv_nsec += us * 1000;
+  d.tv_sec += d.tv_nsec / 1'000'000'000;
+  d.tv_nsec %= 1'000'000'000;
+  return d;
+}
+
+// A grandchild that holds all N permits for `hold_us`, so the victim's next
+// acquire really queues. Its hook is off. Reaped by the test (subreaper).
+void spawn_blocker(shmsem_t *s, uint32_t permits, Board *b, long hold_us) {
+  b->blocker_ready = 0;
+  if (fork() == 0) {
+    g_kill.point = -1;
+    shmsem_lease_t x[4];
+    for (uint32_t i = 0; i < permits; i++) shmsem_acquire(s, &x[i]);
+    b->blocker_ready = 1;
+    std::this_thread::sleep_for(std::chrono::microseconds(hold_us));
+    for (uint32_t i = 0; i < permits; i++) shmsem_release(s, &x[i]);
+    _exit(0);
+  }
+  wait_until([&] { return b->blocker_ready.load() == 1; });
+}
+
+// The victim: every operation in turn. Returns normally if never killed.
+void victim_script(const std::string &name, uint32_t permits, Board *b,
+                   bool with_shutdown) {
+  shmsem_t *s = nullptr;
+  if (shmsem_open(name.c_str(), 0, &s) != 0) _exit(20);
+  shmsem_lease_t l[4];
+
+  b->op = kOpFast;
+  for (uint32_t i = 0; i < permits; i++)
+    if (shmsem_acquire(s, &l[i]) != 0) _exit(21);
+  b->holding = 1;
+
+  b->op = kOpReleaseToWaiters;
+  // Survivors queue behind us; release hands our permits to them.
+  wait_until([&] { return b->survivors_started.load() == 2; },
+             std::chrono::seconds(5));
+  wait_until([&] {
+    struct shmsem_stat st;
+    shmsem_stat(s, &st);
+    return st.waiting >= 1;
+  }, std::chrono::milliseconds(200));
+  for (uint32_t i = 0; i < permits; i++)
+    if (shmsem_release(s, &l[i]) != 0) _exit(22);
+
+  b->op = kOpQueued;
+  for (int i = 0; i < 3; i++) {
+    if (shmsem_acquire(s, &l[0]) != 0) _exit(23);
+    if (shmsem_release(s, &l[0]) != 0) _exit(24);
+  }
+
+  b->op = kOpTimeout;
+  for (int i = 0; i < 3; i++) {
+    spawn_blocker(s, permits, b, 3000);
+    timespec d = in_us(50);
+    int r = shmsem_acquire_until(s, &d, &l[0]);
+    if (r == 0) shmsem_release(s, &l[0]);
+    else if (r != -ETIMEDOUT) _exit(25);
+  }
+
+  b->op = kOpCancel;
+  for (int i = 0; i < 3; i++) {
+    spawn_blocker(s, permits, b, 3000);
+    shmsem_cancel_t c;
+    shmsem_cancel_init(&c);
+    std::thread canceller([&] {
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+      shmsem_cancel(&c);
+    });
+    int r = shmsem_acquire_ex(s, nullptr, &c, 0, &l[0]);
+    canceller.join();
+    if (r == 0) shmsem_release(s, &l[0]);
+    else if (r != -ECANCELED) _exit(26);
+  }
+
+  b->op = kOpReclaim;
+  {
+    // A holder that dies without releasing; then reclaim it ourselves.
+    pid_t g = fork();
+    if (g == 0) {
+      g_kill.point = -1;
+      shmsem_lease_t x;
+      shmsem_acquire(s, &x);
+      _exit(0);
+    }
+    waitpid(g, nullptr, 0);
+    shmsem_recover(s);
+  }
+
+  b->op = kOpRepair;
+  {
+    // A process that dies holding the segment lock; our next call repairs.
+    pid_t g = fork();
+    if (g == 0) {
+      g_kill.point = int(HookPoint::ACQUIRE_LOCKED);
+      g_kill.countdown = 1;
+      g_kill.sigkill = true;
+      testing::set_hook([](HookPoint p, void *) {
+        if (int(p) == g_kill.point) raise(SIGKILL);
+      }, nullptr);
+      shmsem_lease_t x;
+      shmsem_acquire(s, &x);
+      _exit(0);
+    }
+    waitpid(g, nullptr, 0);
+    struct shmsem_stat st;
+    shmsem_stat(s, &st);  // takes the lock: EOWNERDEAD -> repair
+  }
+
+  if (with_shutdown) {
+    b->op = kOpShutdown;
+    // A blocker and a queued grandchild, so shutdown has a waiter to fail.
+    spawn_blocker(s, permits, b, 3000);
+    if (fork() == 0) {
+      g_kill.point = -1;
+      shmsem_lease_t x;
+      if (shmsem_acquire(s, &x) == 0) shmsem_release(s, &x);
+      _exit(0);
+    }
+    wait_until([&] {
+      struct shmsem_stat st;
+      shmsem_stat(s, &st);
+      return st.waiting >= 1;
+    }, std::chrono::milliseconds(500));
+    shmsem_shutdown(s);
+  }
+  b->op = kOpCount;
+  shmsem_detach(s);
+}
+
+// A survivor: three acquire/release rounds; a closed semaphore ends it.
+int survivor(const std::string &name, Board *b) {
+  shmsem_t *s = nullptr;
+  if (shmsem_open(name.c_str(), 0, &s) != 0) return 30;
+  // Start once the victim holds everything, or died before it could.
+  wait_until([&] { return b->holding.load() == 1 || b->killed_at.load() >= 0; });
+  b->survivors_started++;
+  for (int i = 0; i < 3; i++) {
+    shmsem_lease_t l;
+    timespec d = in_us(10'000'000);  // 10 s: only a lost permit hits it
+    int r = shmsem_acquire_until(s, &d, &l);
+    if (r == -ESHUTDOWN) break;
+    if (r != 0) return 31;
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+    if (shmsem_release(s, &l) != 0) return 32;
+  }
+  shmsem_detach(s);
+  return 0;
+}
+
+struct CaseResult {
+  bool reached = false;
+  int op = -1;
+};
+
+// One (hook point, occurrence, kill mode, N) case.
+CaseResult run_case(int point, int nth, bool sigkill, uint32_t permits,
+                    bool with_shutdown) {
+  CaseResult res;
+  Segment seg(permits, 8, "crash");
+  Shared<Board> board;
+  Children kids;
+  pid_t victim = kids.spawn([&] {
+    g_kill.point = point;
+    g_kill.countdown = nth;
+    g_kill.sigkill = sigkill;
+    g_kill.board = &*board;
+    testing::set_hook(kill_hook, nullptr);
+    victim_script(seg.name(), permits, &*board, with_shutdown);
+    return 0;
+  });
+  pid_t s1 = kids.spawn([&] { return survivor(seg.name(), &*board); });
+  pid_t s2 = kids.spawn([&] { return survivor(seg.name(), &*board); });
+
+  int vr = kids.wait(victim, std::chrono::seconds(60));
+  res.reached = board->killed_at.load() == point;
+  res.op = board->op.load();
+  std::string where = std::string(testing::hook_name(HookPoint(point))) +
+                      " #" + std::to_string(nth) + " in " +
+                      (res.op >= 0 && res.op < kOpCount ? kOpNames[res.op] : "-") +
+                      (sigkill ? " (SIGKILL)" : " (_exit)") + " N=" +
+                      std::to_string(permits);
+  if (res.reached)
+    EXPECT_EQ(vr, sigkill ? 128 + SIGKILL : 99) << where;
+  else
+    EXPECT_EQ(vr, 0) << "victim failed without being killed: " << where;
+  // The survivors make progress: the dead victim's permits come back.
+  EXPECT_EQ(kids.wait(s1, std::chrono::seconds(60)), 0) << where;
+  EXPECT_EQ(kids.wait(s2, std::chrono::seconds(60)), 0) << where;
+
+  // Reap the victim's grandchildren (we are their subreaper); each ends on
+  // its own within milliseconds.
+  for (;;) {
+    pid_t r = waitpid(-1, nullptr, 0);
+    if (r < 0 && errno != EINTR) break;
+  }
+  shmsem_t *s = seg.get();
+  EXPECT_GE(shmsem_recover(s), 0);
+  EXPECT_INVARIANTS(s) << where;
+  SCOPED_TRACE(where);
+  EXPECT_COUNTS(s, permits, 0, 0, 0);
+  auto c = testing::census(s);
+  EXPECT_EQ(c.free_slots, 8u) << "no ghost slots: " << where;
+  return res;
+}
+
+TEST(Crash, FaultInjectionAtEveryHookPointOfEveryOperation) {
+  prctl(PR_SET_CHILD_SUBREAPER, 1);
+  int ran = 0, reached = 0;
+  int per_op[kOpCount] = {};
+  int per_point[kPoints] = {};
+  // Seeds: which occurrence of the point kills (1..seeds). `make soak` and
+  // SHMSEM_CRASH_SEEDS run more.
+  const char *env = getenv("SHMSEM_CRASH_SEEDS");
+  const int seeds = env ? atoi(env) : 2;
+  for (int point = 0; point < kPoints; point++)
+    for (int nth = 1; nth <= seeds; nth++)
+      for (uint32_t permits : {1u, 2u}) {
+        bool sigkill = (point + nth + int(permits)) % 2 == 0;
+        bool shutdown = true;
+        CaseResult r = run_case(point, nth, sigkill, permits, shutdown);
+        ran++;
+        if (r.reached) {
+          reached++;
+          per_op[r.op]++;
+          per_point[point]++;
+        }
+        if (::testing::Test::HasFailure()) {
+          ADD_FAILURE() << "stopping after the first failing case";
+          return;
+        }
+      }
+  std::string summary;
+  for (int op = 0; op < kOpCount; op++)
+    summary += std::string(kOpNames[op]) + "=" + std::to_string(per_op[op]) + " ";
+  ::testing::Test::RecordProperty("cases_run", ran);
+  ::testing::Test::RecordProperty("cases_killed", reached);
+  printf("fault injection: %d cases run, %d killed at their point; by operation: %s\n",
+         ran, reached, summary.c_str());
+  // Every hook point must be reached by the script, or the test is blind.
+  for (int point = 0; point < kPoints; point++)
+    EXPECT_GT(per_point[point], 0)
+        << "never killed at " << testing::hook_name(HookPoint(point));
+}
+
+}  // namespace
+}  // namespace shmsem::test

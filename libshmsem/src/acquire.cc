@@ -38,6 +38,7 @@ int acquire(shmsem_t *s, const timespec *deadline_ts, shmsem_cancel_t *cancel,
     if (maybe_reclaim(s) > 0) r = waiter_start(s, false, &w, lease);
     if (r == -EAGAIN) return -ETIMEDOUT;
   }
+  if (r == 0) SHMSEM_HOOK(ACQUIRE_TAKEN);
   if (r <= 0) return r;
   SHMSEM_HOOK(ACQUIRE_ENQUEUED);
 
@@ -54,12 +55,9 @@ int acquire(shmsem_t *s, const timespec *deadline_ts, shmsem_cancel_t *cancel,
       r = waiter_abandon(s, w, -ETIMEDOUT, lease);
       break;
     }
-    // One waiter at a time, the watcher, polls the owners for deaths.
-    uint64_t wake_at = 0;
-    if (is_watcher(s, w.slot)) {
-      maybe_reclaim(s);
-      wake_at = real_mono_ns() + kWatchPeriodNs;
-    }
+    // One waiter at a time, the watcher, polls the owners for deaths; the
+    // others wake rarely, only to take over from a watcher that died.
+    uint64_t wake_at = watch_step(s, w.slot);
     if (deadline_ts) {
       uint64_t d = clock_is_manual() ? real_mono_ns() + kManualClockPollNs
                                      : deadline;

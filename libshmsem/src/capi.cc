@@ -8,6 +8,7 @@
 #include "acquire.h"
 #include "cancel.h"
 #include "check.h"
+#include "hooks.h"
 #include "reclaim.h"
 #include "release.h"
 #include "segment.h"
@@ -44,6 +45,7 @@ SHMSEM_API int shmsem_try_acquire(shmsem_t *s, shmsem_lease_t *lease) {
   int r = d::waiter_start(s, false, &w, lease);
   if (r == -EAGAIN && d::maybe_reclaim(s) > 0)
     r = d::waiter_start(s, false, &w, lease);
+  if (r == 0) SHMSEM_HOOK(ACQUIRE_TAKEN);
   return r;
 }
 

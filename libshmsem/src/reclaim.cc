@@ -54,7 +54,14 @@ int reclaim(shmsem_t *s) {
   for (uint32_t w = 0; w < s->max_waiters; w++)
     if (s->slots[w].word.load(std::memory_order_acquire) != kSlotFree)
       v.judge(s->slots[w].owner);
-  if (v.dead.empty()) return 0;
+  if (v.dead.empty()) {
+    // Still take the lock once: if its owner died inside a critical
+    // section, this is what runs repair() when nobody else is locking
+    // (e.g. a releaser died between RESERVED and GRANTED while every other
+    // process sleeps on its slot word).
+    LockGuard guard(s);
+    return 0;
+  }
   SHMSEM_HOOK(RECLAIM_SCANNED);
 
   // 2. Under the lock: dead waiters first, so that the permits reclaimed
@@ -114,6 +121,37 @@ int maybe_reclaim(shmsem_t *s) {
           last, now, std::memory_order_relaxed))
     return 0;
   return reclaim(s);
+}
+
+namespace {
+
+// Under the lock: become the watcher if nobody (alive in our books) is.
+void adopt_if_orphaned(shmsem_t *s, uint32_t slot) {
+  LockGuard guard(s);
+  uint32_t wt = s->core->watcher.load(std::memory_order_relaxed);
+  if (wt >= s->max_waiters ||
+      s->slots[wt].word.load(std::memory_order_relaxed) == kSlotFree)
+    s->core->watcher = slot;
+}
+
+}  // namespace
+
+uint64_t watch_step(shmsem_t *s, uint32_t slot) {
+  uint64_t now = real_mono_ns();
+  if (!is_watcher(s, slot)) {
+    uint64_t beat = s->core->last_reclaim_ns.load(std::memory_order_relaxed);
+    if (now - beat < kStaleNs) {
+      uint64_t n = s->core->waiting.load(std::memory_order_relaxed);
+      return now + kBackupPeriodNs * (n ? n : 1);
+    }
+    // Stale heartbeat: reclaim (which frees a dead watcher's slot and
+    // passes the role on), and take the role if it is still orphaned.
+    maybe_reclaim(s);
+    adopt_if_orphaned(s, slot);
+    if (!is_watcher(s, slot)) return now + kBackupPeriodNs;
+  }
+  maybe_reclaim(s);
+  return now + kWatchPeriodNs;
 }
 
 }  // namespace shmsem::detail

@@ -17,9 +17,22 @@ int reclaim(shmsem_t *s);
 // reclaim() unless another pass started less than kWatchPeriodNs ago.
 int maybe_reclaim(shmsem_t *s);
 
+// The backup check: a waiter that is not the watcher sleeps at most
+// kBackupPeriodNs times the queue length (so the whole queue wakes about
+// 1/kBackupPeriodNs times a second however long it is), and takes over
+// when the watcher's heartbeat (core.last_reclaim_ns) is older than
+// kStaleNs: the watcher itself died or lost its role.
+inline constexpr uint64_t kBackupPeriodNs = 4'000'000;  // 4 ms
+inline constexpr uint64_t kStaleNs = 20'000'000;        // 20 ms
+
 inline bool is_watcher(shmsem_t *s, uint32_t slot) {
   return s->core->watcher.load(std::memory_order_relaxed) == slot;
 }
+
+// One step of a queued waiter's watch duty: polls for deaths if it is (or
+// becomes) the watcher. Returns the real CLOCK_MONOTONIC time at which the
+// waiter should wake up next for the following step.
+uint64_t watch_step(shmsem_t *s, uint32_t slot);
 
 }  // namespace shmsem::detail
 

@@ -12,10 +12,8 @@ all: build
 deps:
 	@./scripts/install-deps
 
-$(BUILD)/CMakeCache.txt: | deps
-	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo $(CMAKE_FLAGS)
-
-build: deps $(BUILD)/CMakeCache.txt
+build: deps
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSHMSEM_TESTS=ON -DSHMSEM_BENCH=ON -DSHMSEM_TOOLS=ON -DSHMSEM_SANITIZE=OFF $(CMAKE_FLAGS)
 	cmake --build $(BUILD) -j $(JOBS)
 
 demo: build
@@ -28,15 +26,17 @@ test-fast: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) --timeout 300
 
 test-sanitize: deps
-	cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DSHMSEM_SANITIZE=ON -DSHMSEM_BENCH=OFF $(CMAKE_FLAGS)
+	cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DSHMSEM_SANITIZE=ON -DSHMSEM_TESTS=ON -DSHMSEM_BENCH=OFF -DSHMSEM_TOOLS=ON $(CMAKE_FLAGS)
 	cmake --build $(ASAN_BUILD) -j $(JOBS)
 	cd $(ASAN_BUILD) && ctest --output-on-failure -j $(JOBS) --timeout 600 -LE no-sanitize
 
 bench: build
 	./bench/run.sh $(BUILD)
 
+# The crash tests, longer: more kill occurrences per hook point and a long
+# random-kill stress run.
 soak: build
-	SHMSEM_SOAK_SECONDS=$${SHMSEM_SOAK_SECONDS:-120} ./$(BUILD)/tests/shmsem_soak
+	SHMSEM_CRASH_SEEDS=$${SHMSEM_CRASH_SEEDS:-8} SHMSEM_STRESS_SECONDS=$${SHMSEM_SOAK_SECONDS:-120} ./$(BUILD)/tests/shmsem_crash_test
 
 verify: deps
 	./verify/run.sh
@@ -52,6 +52,6 @@ help:
 	@echo "make test       build and run all tests, then again under ASan+UBSan"
 	@echo "make test-fast  the tests without the sanitizer pass"
 	@echo "make bench      benchmarks against sem_t, SysV, robust mutex, flock"
-	@echo "make soak       long crash/stress soak (SHMSEM_SOAK_SECONDS, default 120)"
+	@echo "make soak       long crash soak (SHMSEM_SOAK_SECONDS=120, SHMSEM_CRASH_SEEDS=8)"
 	@echo "make verify     model-check verify/shmsem.pml with SPIN"
 	@echo "make install    install into PREFIX (default /usr/local)"

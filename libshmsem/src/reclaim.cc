@@ -25,7 +25,9 @@ bool same(const Owner &a, const Owner &b) {
 
 struct Verdicts {
   std::vector<Owner> alive, dead;
-  void judge(const Owner &o) {
+  // By value: `o` is read from the segment without the lock and may change
+  // under us; the verdict must be about exactly the bytes we remember.
+  void judge(Owner o) {
     for (const Owner &x : alive)
       if (same(x, o)) return;
     for (const Owner &x : dead)

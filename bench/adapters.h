@@ -273,9 +273,13 @@ class Ticket {
 
 // The physical floor for a wake-up: a binary semaphore that is one futex
 // word; release always stores and issues FUTEX_WAKE. Handoff scenarios only.
-class RawFutex {
+// kTimed sleeps with a 1 ms absolute timeout (FUTEX_WAIT_BITSET), as a
+// shmsem waiter that holds the watcher role does: it isolates what arming a
+// timer costs a wake-up.
+template <bool kTimed>
+class RawFutexT {
  public:
-  static constexpr const char *kName = "raw_futex";
+  static constexpr const char *kName = kTimed ? "raw_futex+timeout" : "raw_futex";
   static constexpr uint32_t kMaxPermits = 1;
   static constexpr bool kAnyReleaser = true;
 
@@ -285,13 +289,18 @@ class RawFutex {
     w_->store(1);
     return 0;
   }
-  ~RawFutex() {
+  ~RawFutexT() {
     if (w_) shared_delete(w_);
   }
   void attach() {}
   uint64_t acquire() {
     // Acquire: the permit's owner sees what the releaser wrote.
-    while (w_->exchange(0, std::memory_order_acquire) == 0) futex_wait(w_, 0);
+    while (w_->exchange(0, std::memory_order_acquire) == 0) {
+      if (kTimed)
+        futex_wait_until(w_, 0, now_ns() + 1'000'000);
+      else
+        futex_wait(w_, 0);
+    }
     return 0;
   }
   void release(uint64_t) {
@@ -302,6 +311,8 @@ class RawFutex {
  private:
   std::atomic<uint32_t> *w_ = nullptr;
 };
+using RawFutex = RawFutexT<false>;
+using RawFutexTimed = RawFutexT<true>;
 
 // The physical floor for an uncontended pair: two atomic RMWs on a shared
 // counter (what any lock-free fast path must at least do). Uncontended only.

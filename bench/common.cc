@@ -65,6 +65,14 @@ void futex_wait(std::atomic<uint32_t> *w, uint32_t expected) {
   syscall(SYS_futex, w, FUTEX_WAIT, expected, nullptr, nullptr, 0);
 }
 
+void futex_wait_until(std::atomic<uint32_t> *w, uint32_t expected,
+                      uint64_t deadline_ns) {
+  timespec ts{time_t(deadline_ns / 1'000'000'000u),
+              long(deadline_ns % 1'000'000'000u)};
+  syscall(SYS_futex, w, FUTEX_WAIT_BITSET, expected, &ts, nullptr,
+          FUTEX_BITSET_MATCH_ANY);
+}
+
 void futex_wake(std::atomic<uint32_t> *w, int n) {
   syscall(SYS_futex, w, FUTEX_WAKE, n, nullptr, nullptr, 0);
 }

@@ -44,6 +44,9 @@ void spin_ns(uint64_t ns);
 // --- futex on a shared (not private) word: the waiters are other processes --
 void futex_wait(std::atomic<uint32_t> *w, uint32_t expected);
 void futex_wake(std::atomic<uint32_t> *w, int n);
+// As futex_wait, with an absolute CLOCK_MONOTONIC deadline.
+void futex_wait_until(std::atomic<uint32_t> *w, uint32_t expected,
+                      uint64_t deadline_ns);
 // Sleep until *w == v.
 void wait_until_equal(std::atomic<uint32_t> *w, uint32_t v);
 // *w = v, then wake every sleeper on w.

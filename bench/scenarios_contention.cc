@@ -5,9 +5,11 @@
 // over the per-process counts, min/max count, p50/p99/max wait.
 #include <benchmark/benchmark.h>
 
+#include <stdio.h>
 #include <string.h>
 
 #include <algorithm>
+#include <type_traits>
 #include <vector>
 
 #include "adapters.h"
@@ -87,6 +89,21 @@ void BM_Contention(benchmark::State &state) {
     state.counters["p50_wait_ns"] = double(all.quantile(0.50));
     state.counters["p99_wait_ns"] = double(all.quantile(0.99));
     state.counters["max_wait_ns"] = double(all.max);
+    if constexpr (std::is_same_v<A, Shmsem>) {
+      // Reclamation must never fire here: every process is alive throughout.
+      struct shmsem_stat st;
+      if (shmsem_stat(a.handle(), &st) == 0) {
+        state.counters["reclaimed"] =
+            double(st.reclaimed_holders + st.reclaimed_waiters + st.repairs);
+        if (state.error_occurred())
+          fprintf(stderr,
+                  "bench: shmsem after failure: reclaimed_holders=%llu "
+                  "reclaimed_waiters=%llu repairs=%llu check=%d\n",
+                  (unsigned long long)st.reclaimed_holders,
+                  (unsigned long long)st.reclaimed_waiters,
+                  (unsigned long long)st.repairs, shmsem_check(a.handle()));
+      }
+    }
   }
   shared_free(per, per_bytes);
   shared_delete(ctl);

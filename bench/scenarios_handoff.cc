@@ -137,6 +137,7 @@ PINGPONG(GlibcSem);
 PINGPONG(SysV);
 PINGPONG(Ticket);
 PINGPONG(RawFutex);
+PINGPONG(RawFutexTimed);
 
 #define HANDOFF(A) \
   BENCHMARK_TEMPLATE(BM_Handoff, A)->Apply(PinArgs)->UseManualTime()->Iterations(2000)
@@ -148,6 +149,7 @@ HANDOFF(RobustMutex);
 HANDOFF(Flock);
 HANDOFF(Ticket);
 HANDOFF(RawFutex);
+HANDOFF(RawFutexTimed);
 
 }  // namespace
 }  // namespace bench

@@ -1,11 +1,12 @@
 // (f2) Cost per acquire+release while Q others are queued. One child
-// process runs Q threads on one semaphore of N=1, each looping acquire,
+// process runs Q+1 threads on one semaphore of N=1, each looping acquire,
 // count, release; for a FIFO semaphore every release then hands the permit
 // to the head of a queue of about Q-1 sleepers, and the releaser queues
 // again at the tail. The parent samples the shared count over a window:
 // ns per acquire+release (= per handoff for FIFO semaphores). For shmsem it
 // also samples the queue length (shmsem_stat, O(1)).
 //
+// Arg "threads" = Q+1: 1, 101, 4001 give queues of about 0, 100, 4000.
 // The ticket semaphore wakes every sleeper on each release (O(Q) per
 // handoff), so it only runs up to Q=100.
 #include <benchmark/benchmark.h>
@@ -48,7 +49,7 @@ void *queue_thread(void *p) {
 
 template <class A>
 void BM_QueueHandoff(benchmark::State &state) {
-  const uint32_t q = uint32_t(state.range(0));
+  const uint32_t q = uint32_t(state.range(0));  // threads
   A a;
   if (!setup(state, a, 1, 8192)) return;
   QueueShared *sh = shared_new<QueueShared>();
@@ -72,7 +73,7 @@ void BM_QueueHandoff(benchmark::State &state) {
     int samples = 0;
     if constexpr (std::is_same_v<A, Shmsem>) {
       for (uint64_t end = t0 + kWindowNs; now_ns() < end; samples++) {
-        shmsem_stat st;
+        struct shmsem_stat st;
         shmsem_stat(a.handle(), &st);
         queued_sum += st.waiting;
         sleep_ns(10'000'000);
@@ -91,10 +92,10 @@ void BM_QueueHandoff(benchmark::State &state) {
 }
 
 #define QUEUE(A) \
-  BENCHMARK_TEMPLATE(BM_QueueHandoff, A)->ArgName("Q")->UseManualTime()->Iterations(1)
-QUEUE(Shmsem)->Arg(2)->Arg(100)->Arg(4000);
-QUEUE(GlibcSem)->Arg(2)->Arg(100)->Arg(4000);
-QUEUE(Ticket)->Arg(2)->Arg(100);
+  BENCHMARK_TEMPLATE(BM_QueueHandoff, A)->ArgName("threads")->UseManualTime()->Iterations(1)
+QUEUE(Shmsem)->Arg(1)->Arg(101)->Arg(4001);
+QUEUE(GlibcSem)->Arg(1)->Arg(101)->Arg(4001);
+QUEUE(Ticket)->Arg(1)->Arg(101);
 
 }  // namespace
 }  // namespace bench

@@ -1,0 +1,38 @@
+#!/bin/sh
+# Run every benchmark once and print one table (bench/report.py).
+# Usage: bench/run.sh BUILD_DIR     (e.g. `make bench` runs bench/run.sh build)
+# Takes about two minutes on 2 CPUs. Extra arguments go to the benchmark
+# binary (e.g. --benchmark_filter=Contention).
+set -eu
+
+if [ $# -lt 1 ]; then
+	echo "usage: $0 BUILD_DIR [benchmark args...]" >&2
+	exit 2
+fi
+build=$1
+shift
+here=$(cd "$(dirname "$0")" && pwd)
+bin=$build/bench/shmsem_bench
+if [ ! -x "$bin" ]; then
+	echo "$0: $bin not found; configure with -DSHMSEM_BENCH=ON and build it" >&2
+	exit 1
+fi
+
+json=$(mktemp /tmp/shmsem-bench-XXXXXX.json)
+log=${json%.json}.log
+# Scenarios with their own Iterations/MinTime ignore the global min time.
+if ! "$bin" --benchmark_min_time=0.2 \
+	--benchmark_out="$json" --benchmark_out_format=json "$@" >"$log" 2>&1; then
+	echo "$0: benchmark run failed; log: $log" >&2
+	tail -20 "$log" >&2
+	exit 1
+fi
+python3 "$here/report.py" "$json"
+# Problems a benchmark reported on stderr (not timings), e.g. a failed call.
+if grep -q '^bench:' "$log"; then
+	echo
+	echo "Reported by the benchmarks:"
+	grep '^bench:' "$log"
+fi
+echo
+echo "raw: $json  log: $log"

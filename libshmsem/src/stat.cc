@@ -2,6 +2,7 @@
 #include "stat.h"
 
 #include <errno.h>
+#include <math.h>
 #include <string.h>
 
 #include "lock.h"
@@ -55,7 +56,8 @@ uint64_t wait_quantile(const struct shmsem_stat *st, double q) {
   uint64_t total = 0;
   for (uint64_t n : st->wait_hist) total += n;
   if (!total) return 0;
-  uint64_t rank = uint64_t(q * double(total));
+  // The smallest wait with at least q of all waits at or below it.
+  uint64_t rank = uint64_t(ceil(q * double(total)));
   if (rank == 0) rank = 1;
   uint64_t seen = 0;
   for (int b = 0; b < SHMSEM_HIST_BUCKETS; b++) {

@@ -17,6 +17,17 @@ namespace {
 // sleepers re-read the manual clock this often (real time).
 constexpr uint64_t kManualClockPollNs = 1'000'000;
 
+// About 2-5 us of polling. Returns true if the word left WAITING.
+bool spin_while_waiting(std::atomic<uint32_t> *word) {
+  for (int i = 0; i < 64; i++) {
+    if (word->load(std::memory_order_acquire) != kSlotWaiting) return true;
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+  }
+  return false;
+}
+
 }  // namespace
 
 int acquire(shmsem_t *s, const timespec *deadline_ts, shmsem_cancel_t *cancel,
@@ -46,9 +57,18 @@ int acquire(shmsem_t *s, const timespec *deadline_ts, shmsem_cancel_t *cancel,
     return waiter_abandon(s, w, -ECANCELED, lease);
 
   std::atomic<uint32_t> *word = waiter_word(s, w);
+  std::atomic<uint32_t> &sleeping = s->slots[w.slot].sleeping;
+  bool spun = false;
   for (;;) {
     r = waiter_poll(s, w, lease);
     if (r != -EINPROGRESS) break;
+    if (!spun) {
+      // Spin briefly before sleeping: a grant that comes within a few
+      // microseconds (a short critical section on the other core) then
+      // costs neither a sleep nor a FUTEX_WAKE.
+      spun = true;
+      if (spin_while_waiting(word)) continue;
+    }
     uint64_t now = mono_ns();
     if (deadline_ts && now >= deadline) {
       SHMSEM_HOOK(WAIT_TIMEOUT_FIRED);
@@ -63,7 +83,13 @@ int acquire(shmsem_t *s, const timespec *deadline_ts, shmsem_cancel_t *cancel,
                                      : deadline;
       if (!wake_at || d < wake_at) wake_at = d;
     }
-    int fr = futex_wait(word, kSlotWaiting, wake_at);
+    // Announce the sleep, then recheck (Dekker with release.cc): either we
+    // see the grant, or the releaser sees `sleeping` and wakes us.
+    sleeping.store(1, std::memory_order_seq_cst);
+    int fr = word->load(std::memory_order_seq_cst) == kSlotWaiting
+                 ? futex_wait(word, kSlotWaiting, wake_at)
+                 : -EAGAIN;
+    sleeping.store(0, std::memory_order_relaxed);
     SHMSEM_HOOK(WAIT_WOKEN);
     if (fr == -EINTR && (flags & SHMSEM_WAIT_INTERRUPTIBLE)) {
       r = waiter_abandon(s, w, -EINTR, lease);

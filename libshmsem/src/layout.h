@@ -81,6 +81,9 @@ struct alignas(kCacheLine) WaiterSlot {
   uint32_t prev;  // queue links (rebuildable)
   uint32_t next;
   uint32_t next_free;  // free-list link (rebuildable)
+  // 1 while the owner is (about to be) in FUTEX_WAIT on `word`: a release
+  // to a waiter still spinning skips the FUTEX_WAKE. Advisory only.
+  std::atomic<uint32_t> sleeping;
 };
 static_assert(sizeof(WaiterSlot) == kCacheLine);
 

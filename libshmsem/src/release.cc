@@ -30,7 +30,13 @@ int release(shmsem_t *s, shmsem_lease_t *lease) {
   }
   if (wake != kNone) {
     SHMSEM_HOOK(RELEASE_GRANTED);
-    futex_wake(&s->slots[wake].word, 1);
+    // Dekker with the waiter (acquire.cc): our GRANTED store, then this
+    // load; its `sleeping` store, then its load of the word. One of the two
+    // loads sees the other's store, so a sleeper is never missed; a waiter
+    // still spinning costs no system call.
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    if (s->slots[wake].sleeping.load(std::memory_order_relaxed))
+      futex_wake(&s->slots[wake].word, 1);
   }
   return 0;
 }

@@ -1,6 +1,8 @@
 // The test-only interface (testing.h); built only into the testing library.
 #include "testing.h"
 
+#include <errno.h>
+
 #include "handle.h"
 #include "lock.h"
 #include "testing_state.h"
@@ -70,6 +72,19 @@ int lease_owner_pid(shmsem_t *s, shmsem_lease_t lease) {
       r.gen.load(std::memory_order_relaxed) != lease.gen)
     return -1;
   return r.owner.pid;
+}
+
+int set_lease_owner(shmsem_t *s, shmsem_lease_t lease, int pid,
+                    uint64_t start) {
+  if (lease.index >= s->permits) return -EINVAL;
+  LockGuard guard(s);
+  LeaseRecord &r = s->leases[lease.index];
+  if (r.state.load(std::memory_order_relaxed) != kLeaseHeld ||
+      r.gen.load(std::memory_order_relaxed) != lease.gen)
+    return -EINVAL;
+  r.owner.pid = pid;
+  r.owner.start = start;
+  return 0;
 }
 
 int queue_tickets(shmsem_t *s, uint64_t *out, int max) {

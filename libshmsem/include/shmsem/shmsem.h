@@ -135,8 +135,10 @@ int shmsem_acquire_until(shmsem_t *s, const struct timespec *deadline,
 /*
  * Cancellation handle: lets another thread of the same process cancel a
  * blocking acquire. Caller-allocated, zero-initialise it or call
- * shmsem_cancel_init. Once fired it stays fired (every acquire using it
- * returns -ECANCELED at once) until shmsem_cancel_reset.
+ * shmsem_cancel_init. A handle serves one acquire at a time, and must stay
+ * valid until both that acquire and any concurrent shmsem_cancel on it have
+ * returned. Once fired it stays fired (every acquire using it returns
+ * -ECANCELED at once) until shmsem_cancel_reset.
  */
 typedef struct shmsem_cancel {
 	uint64_t __opaque[6];

@@ -55,9 +55,9 @@ int run_create(const CreateOptions &o) {
     if (shmsem_open(o.name.c_str(), SHMSEM_RDONLY, &other.s) == 0 &&
         shmsem_stat(other.s, &st) == 0) {
       fprintf(stderr,
-              "shmsem: create %s: semaphore already exists with %u permits "
-              "and %u max waiters; remove it first with 'shmsem rm %s' to "
-              "change them\n",
+              "shmsem: create %s: semaphore already exists with "
+              "--permits %u --max-waiters %u; remove it first with "
+              "'shmsem rm %s' to change them\n",
               o.name.c_str(), st.permits, st.max_waiters, o.name.c_str());
       return kExitExists;
     }
@@ -76,24 +76,22 @@ Subcommand add_create(CLI::App &parent) {
   CLI::App *sub = parent.add_subcommand(
       "create",
       "Create a semaphore (or open it if it exists with the same settings)");
-  sub->add_option("name", o->name, "Semaphore name, e.g. /pool")
-      ->required()
-      ->check(semaphore_name_validator());
+  add_name_option(sub, &o->name);
   sub->add_option("-n,--permits", o->permits, "Number of permits (1-1048576)")
       ->required()
-      ->check(CLI::Range(1u, uint32_t(SHMSEM_MAX_PERMITS)))
-      ->group("Settings");
+      ->option_text("N")
+      ->check(CLI::Range(1u, uint32_t(SHMSEM_MAX_PERMITS)));
   sub->add_option("-w,--max-waiters", o->max_waiters,
                   "Wait-queue bound (default 1024)")
-      ->check(CLI::Range(1u, uint32_t(SHMSEM_MAX_WAITERS)))
-      ->group("Settings");
+      ->option_text("M")
+      ->check(CLI::Range(1u, uint32_t(SHMSEM_MAX_WAITERS)));
   sub->add_option("-m,--mode", o->mode,
                   "Permission bits of /dev/shm/NAME in octal (default 0600)")
-      ->group("Settings");
+      ->option_text("MODE");
   sub->add_flag("-x,--exclusive", o->exclusive,
-                "Fail (exit 4) if it already exists")
-      ->group("Settings");
-  return {sub, [o] { return run_create(*o); }};
+                "Fail (exit 4) if it already exists");
+  return {sub, [o] { return run_create(*o); },
+          "shmsem create NAME --permits N [--max-waiters M] [--mode MODE] [--exclusive]"};
 }
 
 }  // namespace shmsem::cli

@@ -205,16 +205,14 @@ Subcommand add_status(CLI::App &parent) {
   CLI::App *sub = parent.add_subcommand(
       "status",
       "Show permits, holders, the wait queue and counters (read-only)");
-  sub->add_option("name", o->name, "Semaphore name, e.g. /pool")
-      ->required()
-      ->check(semaphore_name_validator());
-  sub->add_flag("-j,--json", o->json, "Print one JSON document instead of text")
-      ->group("Output");
+  add_name_option(sub, &o->name);
+  sub->add_flag("-j,--json", o->json, "Print one JSON document instead of text");
   sub->footer(
       "Opens the semaphore read-only: read permission on /dev/shm/NAME is "
       "enough and nothing is written.\nThe figures are read without the "
       "lock, so on a busy semaphore they may be a moment apart.");
-  return {sub, [o] { return run_status(*o); }};
+  return {sub, [o] { return run_status(*o); },
+          "shmsem status NAME [--json]"};
 }
 
 }  // namespace shmsem::cli

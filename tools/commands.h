@@ -13,6 +13,7 @@ namespace shmsem::cli {
 struct Subcommand {
   CLI::App *app;
   std::function<int()> run;
+  const char *usage;  // the synopsis line --help prints after "Usage: "
 };
 
 Subcommand add_create(CLI::App &parent);
@@ -23,8 +24,9 @@ Subcommand add_recover(CLI::App &parent);
 Subcommand add_shutdown(CLI::App &parent);
 Subcommand add_rm(CLI::App &parent);
 
-// A CLI11 validator for semaphore names (common.h: name_problem).
-CLI::Validator semaphore_name_validator();
+// The NAME positional every subcommand but `list` takes, validated with
+// name_problem() (common.h).
+CLI::Option *add_name_option(CLI::App *sub, std::string *name);
 
 }  // namespace shmsem::cli
 

@@ -3,6 +3,9 @@
 // builds a Snapshot (snapshot.h) from a read-only mapping and renders it.
 #include <stdio.h>
 
+#include <memory>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include <CLI/CLI.hpp>
@@ -14,25 +17,56 @@
 
 namespace shmsem::cli {
 
-CLI::Validator semaphore_name_validator() {
-  return CLI::Validator(
-      [](std::string &name) {
-        return name_problem(name);
-      },
-      "NAME", "semaphore name");
+CLI::Option *add_name_option(CLI::App *sub, std::string *name) {
+  return sub
+      ->add_option("NAME", *name, "Semaphore name: '/' and 1-255 characters, e.g. /pool")
+      ->required()
+      ->option_text(" ")
+      ->check(CLI::Validator(
+          [](std::string &value) { return name_problem(value); }, "", ""));
 }
 
 namespace {
+
+// CLI11 derives "Usage:" from the options; ours are written out by hand
+// (Subcommand::usage) so they match shmsem(1).
+class Formatter : public CLI::Formatter {
+ public:
+  std::string main_usage;
+  std::vector<std::pair<const CLI::App *, std::string>> usages;
+
+  std::string make_usage(const CLI::App *app, std::string) const override {
+    for (const auto &u : usages)
+      if (u.first == app) return "Usage: " + u.second + "\n";
+    return "Usage: " + main_usage + "\n";
+  }
+};
+
+// "shmsem: run: NAME is required" plus where to read more, naming the
+// subcommand that was being parsed.
+std::string failure_message(const CLI::App *app, const CLI::Error &e) {
+  std::string where = "shmsem";
+  for (const CLI::App *sub : app->get_subcommands())
+    where += " " + sub->get_name();
+  std::string what = e.what();
+  if (what.rfind("NAME: ", 0) == 0) what = what.substr(6);  // our validator says it
+  return "shmsem: " + (where == "shmsem" ? "" : where.substr(7) + ": ") +
+         what + "\nRun '" + where + " --help' for more information.\n";
+}
 
 int main_impl(int argc, char **argv) {
   CLI::App app{
       "shmsem: create, inspect and use FIFO-fair, crash-aware counting "
       "semaphores in POSIX shared memory.",
       "shmsem"};
+  auto fmt = std::make_shared<Formatter>();
+  fmt->main_usage = "shmsem [--version] [--help] SUBCOMMAND [OPTIONS] [NAME] ...";
+  fmt->column_width(26);
+  app.formatter(fmt);  // before the subcommands, which inherit it
+  app.failure_message(failure_message);
   app.set_version_flag("--version", SHMSEM_VERSION_STRING,
                        "Print the version and exit");
   app.require_subcommand(1, 1);
-  app.get_formatter()->column_width(34);
   app.footer(
       "Names look like /pool (a file in /dev/shm). Durations: 500ms, 5s, 2m, "
       "1h or plain seconds.\n"
@@ -46,6 +80,24 @@ int main_impl(int argc, char **argv) {
       add_create(app),  add_status(app),   add_list(app), add_run(app),
       add_recover(app), add_shutdown(app), add_rm(app),
   };
+  for (const Subcommand &s : subs) fmt->usages.emplace_back(s.app, s.usage);
+
+  // Two mistakes CLI11 words poorly: no subcommand, and an unknown one.
+  std::string known;
+  bool found = false;
+  for (const Subcommand &s : subs) {
+    known += (known.empty() ? "" : ", ") + s.app->get_name();
+    found |= argc >= 2 && s.app->get_name() == argv[1];
+  }
+  if (argc < 2 || (argv[1][0] != '-' && !found)) {
+    if (argc < 2)
+      fprintf(stderr, "shmsem: no subcommand given (one of %s)\n", known.c_str());
+    else
+      fprintf(stderr, "shmsem: unknown subcommand '%s' (one of %s)\n", argv[1],
+              known.c_str());
+    fprintf(stderr, "Run 'shmsem --help' for more information.\n");
+    return kExitUsage;
+  }
 
   try {
     app.parse(argc, argv);

@@ -1,0 +1,377 @@
+#!/usr/bin/env bash
+# Tests of the shmsem command: cli_test.sh <CaseName>, one ctest case each
+# (see CMakeLists.txt). SHMSEM names the binary.
+source "$(dirname "$0")/lib.sh"
+: "${SHMSEM:?SHMSEM must name the shmsem binary}"
+
+HelpAndVersion() {
+	local sub
+	expect_rc 0 "$SHMSEM" --help
+	expect_out "Usage: shmsem"
+	for sub in create status list run recover shutdown rm; do
+		expect_rc 0 "$SHMSEM" "$sub" --help
+		expect_out "Usage: shmsem $sub"
+	done
+	expect_rc 0 "$SHMSEM" --version
+	[[ $(cat "$TMP/out") =~ ^[0-9]+\.[0-9]+\.[0-9]+$ ]] || fail "--version printed '$(cat "$TMP/out")'"
+	expect_rc 2 "$SHMSEM"
+	expect_err "no subcommand given"
+	expect_rc 2 "$SHMSEM" frobnicate
+	expect_err "unknown subcommand 'frobnicate'"
+	expect_rc 2 "$SHMSEM" status --bogus /x
+}
+
+InvalidNamesAreRejectedInPlainWords() {
+	expect_rc 2 "$SHMSEM" create /a/b --permits 1
+	expect_err "invalid semaphore name '/a/b': must be '/' followed by 1-255 characters without '/'"
+	expect_rc 2 "$SHMSEM" status pool
+	expect_err "did you mean '/pool'?"
+	expect_rc 2 "$SHMSEM" rm /..
+	expect_err "'.' and '..' are not allowed"
+	expect_rc 2 "$SHMSEM" status "/$(printf 'x%.0s' $(seq 256))"
+	expect_err "must be '/' followed by 1-255 characters"
+	expect_rc 2 "$SHMSEM" status /
+	# run reports its own failures as 125, never as a command's status.
+	expect_rc 125 "$SHMSEM" run /a/b -- true
+	expect_err "invalid semaphore name '/a/b'"
+}
+
+MissingSemaphoreExits3() {
+	local n
+	n=$(name missing)
+	for sub in status recover shutdown rm; do
+		expect_rc 3 "$SHMSEM" "$sub" "$n"
+		expect_err "shmsem: $sub $n: no such semaphore"
+		expect_err "shmsem create $n --permits N"
+	done
+	expect_rc 125 "$SHMSEM" run "$n" -- true
+	expect_err "no such semaphore"
+	expect_rc 0 "$SHMSEM" rm --force "$n"
+}
+
+CreateIsIdempotentUnlessExclusive() {
+	local n
+	n=$(name create)
+	expect_rc 0 "$SHMSEM" create "$n" --permits 3 --max-waiters 16 --mode 0640
+	expect_no_err
+	[[ $(stat -c %a "/dev/shm${n}") == 640 ]] || fail "mode is $(stat -c %a "/dev/shm${n}")"
+	expect_rc 0 "$SHMSEM" create "$n" --permits 3 --max-waiters 16
+	expect_rc 4 "$SHMSEM" create "$n" --permits 3 --max-waiters 16 --exclusive
+	expect_err "semaphore already exists"
+	expect_rc 4 "$SHMSEM" create "$n" --permits 5
+	expect_err "already exists with --permits 3 --max-waiters 16"
+	expect_rc 2 "$SHMSEM" create "$(name zero)" --permits 0
+	expect_rc 2 "$SHMSEM" create "$(name nomode)" --permits 1 --mode 0999
+	expect_err "invalid mode '0999'"
+	expect_rc 2 "$SHMSEM" create "$(name noperm)"
+	expect_err "--permits is required"
+	expect_rc 0 "$SHMSEM" rm "$n"
+	[[ ! -e /dev/shm${n} ]] || fail "rm left /dev/shm${n}"
+	expect_rc 3 "$SHMSEM" rm "$n"
+}
+
+StatusTextShowsStateHoldersAndCounters() {
+	local n
+	n=$(name text)
+	"$SHMSEM" create "$n" --permits 2 --mode 0660
+	bg "$SHMSEM" run "$n" -- sleep 30
+	wait_for 5 "d['held'] == 1" "$n"
+	expect_rc 0 "$SHMSEM" status "$n"
+	expect_out "semaphore  $n"
+	expect_out "state      open"
+	expect_out "capacity   2 permits, up to 1024 waiters"
+	expect_out "available  1"
+	expect_out "held       1"
+	expect_out "waiting    0"
+	expect_out "mode 0660"
+	expect_out "Holders: 1"
+	expect_out "LEASE  STATE  PID"
+	grep -Eq "^  [0-9]+:[0-9]+ +held +$BG +shmsem +alive +[0-9.]+(ns|µs|ms|s) +.*run $n -- sleep 30\$" "$TMP/out" ||
+		fail "no holder row for PID $BG"
+	expect_out "Waiters (queue order): 0"
+	expect_out "acquisitions       1"
+	expect_out "wait time          p50 <= "
+}
+
+StatusJsonHasStableFields() {
+	local n
+	n=$(name json)
+	"$SHMSEM" create "$n" --permits 2 --max-waiters 8
+	bg "$SHMSEM" run "$n" -- sleep 30
+	wait_for 5 "d['held'] == 1" "$n"
+	expect_rc 0 "$SHMSEM" status --json "$n"
+	expect_json "list(d.keys())" "['version', 'name', 'state', 'capacity', 'max_waiters', 'available', 'held', 'reserved', 'waiting', 'file', 'created', 'holders', 'waiters', 'queue_rebuilt', 'counters', 'wait_ns']"
+	expect_json "d['version'], d['name'], d['state']" "(1, '$n', 'open')"
+	expect_json "d['capacity'], d['max_waiters'], d['available'], d['held'], d['reserved'], d['waiting']" "(2, 8, 1, 1, 0, 0)"
+	expect_json "d['file']['mode'], d['file']['path'], d['file']['uid']" "('0600', '/dev/shm$n', $(id -u))"
+	expect_json "list(d['holders'][0].keys())" "['lease', 'index', 'gen', 'state', 'pid', 'comm', 'cmdline', 'alive', 'held_ns']"
+	expect_json "d['holders'][0]['pid'], d['holders'][0]['comm'], d['holders'][0]['alive'], d['holders'][0]['state']" "($BG, 'shmsem', True, 'held')"
+	expect_json "d['holders'][0]['lease'] == '%d:%d' % (d['holders'][0]['index'], d['holders'][0]['gen'])" "True"
+	expect_json "d['holders'][0]['cmdline'].endswith('run $n -- sleep 30')" "True"
+	expect_json "0 <= d['holders'][0]['held_ns'] < 60 * 10**9" "True"
+	expect_json "sorted(d['counters'])" "['acquisitions', 'cancellations', 'queue_full', 'reclaimed_holders', 'reclaimed_waiters', 'repairs', 'shutdown_failures', 'timeouts']"
+	expect_json "d['counters']['acquisitions']" "1"
+	expect_json "sorted(d['wait_ns'])" "['p50', 'p90', 'p99']"
+	expect_json "d['waiters'], d['queue_rebuilt']" "([], False)"
+	expect_json "d['created'].endswith('Z')" "True"
+}
+
+StatusShowsWaitersInQueueOrder() {
+	local n holder a b
+	n=$(name queue)
+	"$SHMSEM" create "$n" --permits 1
+	bg "$SHMSEM" run "$n" -- sleep 30
+	holder=$BG
+	wait_for 5 "d['held'] == 1" "$n"
+	bg "$SHMSEM" run "$n" -- sleep 30
+	a=$BG
+	wait_for 5 "d['waiting'] == 1" "$n"
+	bg "$SHMSEM" run "$n" -- sleep 30
+	b=$BG
+	wait_for 5 "d['waiting'] == 2" "$n"
+	expect_rc 0 "$SHMSEM" status --json "$n"
+	expect_json "[w['pid'] for w in d['waiters']]" "[$a, $b]"
+	expect_json "[w['position'] for w in d['waiters']]" "[1, 2]"
+	expect_json "d['waiters'][0]['ticket'] < d['waiters'][1]['ticket']" "True"
+	expect_json "all(w['alive'] and w['comm'] == 'shmsem' for w in d['waiters'])" "True"
+	expect_json "list(d['waiters'][0].keys())" "['position', 'ticket', 'slot', 'pid', 'comm', 'cmdline', 'alive', 'waiting_ns']"
+	expect_rc 0 "$SHMSEM" status "$n"
+	expect_out "Waiters (queue order): 2"
+	grep -Eq "^  1 +[0-9]+ +$a +shmsem +alive " "$TMP/out" || fail "waiter 1 is not PID $a"
+	grep -Eq "^  2 +[0-9]+ +$b +shmsem +alive " "$TMP/out" || fail "waiter 2 is not PID $b"
+	# FIFO: when the holder's command ends, the first waiter gets the permit.
+	kill -TERM "$holder"
+	wait_for 5 "[h['pid'] for h in d['holders']] == [$a] and d['waiting'] == 1" "$n"
+}
+
+StatusWorksWithReadPermissionOnly() {
+	local n bin
+	[[ $(id -u) == 0 ]] || skip "needs root to create a segment as one user and read it as another"
+	command -v setpriv >/dev/null || skip "setpriv (util-linux) is not installed"
+	n=$(name readonly)
+	"$SHMSEM" create "$n" --permits 2 --mode 0644
+	bg "$SHMSEM" run "$n" -- sleep 30
+	wait_for 5 "d['held'] == 1" "$n"
+	# The build tree may not be reachable for nobody: run a copy.
+	mkdir "$TMP/bin" && cp "$SHMSEM" "$TMP/bin/shmsem" && chmod 755 "$TMP" "$TMP/bin"
+	bin=$TMP/bin/shmsem
+	local as_nobody=(setpriv --reuid=65534 --regid=65534 --clear-groups)
+	"${as_nobody[@]}" "$bin" --version >/dev/null 2>&1 ||
+		skip "cannot run a program as uid 65534 here"
+	local before
+	before=$(stat -c %Y.%s "/dev/shm$n" && sha256sum <"/dev/shm$n")
+	expect_rc 0 "${as_nobody[@]}" "$bin" status "$n"
+	expect_out "held       1"
+	grep -Eq "^  [0-9]+:[0-9]+ +held +$BG +shmsem +alive " "$TMP/out" || fail "holder not shown to nobody"
+	expect_rc 0 "${as_nobody[@]}" "$bin" status --json "$n"
+	expect_json "d['held'], d['holders'][0]['pid']" "(1, $BG)"
+	expect_rc 0 "${as_nobody[@]}" "$bin" list --json
+	expect_json "'$n' in [s['name'] for s in d['semaphores']]" "True"
+	[[ $(stat -c %Y.%s "/dev/shm$n" && sha256sum <"/dev/shm$n") == "$before" ]] ||
+		fail "status as nobody changed the segment"
+	# Changing it needs write permission, and says so.
+	expect_rc 1 "${as_nobody[@]}" "$bin" recover "$n"
+	expect_err "shmsem: recover $n: permission denied"
+	"$SHMSEM" create "$(name private)" --permits 1 --mode 0600
+	expect_rc 1 "${as_nobody[@]}" "$bin" status "$(name private)"
+	expect_err "permission denied"
+}
+
+ListShowsOnlySemaphores() {
+	local a b
+	a=$(name list-a)
+	b=$(name list-b)
+	"$SHMSEM" create "$a" --permits 2
+	"$SHMSEM" create "$b" --permits 5
+	head -c 4096 /dev/urandom >"/dev/shm${PREFIX}-junk"
+	printf 'SHMSEM' >"/dev/shm${PREFIX}-short"
+	: >"/dev/shm/.shmsem-tmp-cli-test-$$"
+	expect_rc 0 "$SHMSEM" list
+	rm -f "/dev/shm/.shmsem-tmp-cli-test-$$"
+	expect_out "NAME"
+	grep -Eq "^$a +2 +2 +0 +0 +open\$" "$TMP/out" || fail "no row for $a"
+	grep -Eq "^$b +5 +5 +0 +0 +open\$" "$TMP/out" || fail "no row for $b"
+	! grep -q -- "-junk\|-short\|shmsem-tmp" "$TMP/out" || fail "listed a file that is not a semaphore"
+	expect_rc 0 "$SHMSEM" list --json
+	expect_json "[s for s in d['semaphores'] if s['name'] == '$b']" \
+		"[{'name': '$b', 'state': 'open', 'capacity': 5, 'available': 5, 'held': 0, 'reserved': 0, 'waiting': 0}]"
+	expect_json "[s['name'] for s in d['semaphores'] if s['name'].startswith('$PREFIX')]" "['$a', '$b']"
+}
+
+RunPropagatesExitStatus() {
+	local n
+	n=$(name status)
+	"$SHMSEM" create "$n" --permits 1
+	expect_rc 0 "$SHMSEM" run "$n" -- true
+	expect_rc 7 "$SHMSEM" run "$n" -- sh -c 'exit 7'
+	expect_rc 143 "$SHMSEM" run "$n" -- sh -c 'kill -TERM $$'
+	expect_rc 137 "$SHMSEM" run "$n" -- sh -c 'kill -KILL $$'
+	# Options of the command are its own; options of run may follow NAME.
+	expect_rc 0 "$SHMSEM" run "$n" echo -n --timeout x
+	[[ $(cat "$TMP/out") == "--timeout x" ]] || fail "command got '$(cat "$TMP/out")'"
+	expect_rc 0 "$SHMSEM" run --timeout 1s "$n" -- echo hello
+	expect_out hello
+	expect_rc 0 "$SHMSEM" run "$n" --timeout 1s -- echo hello
+	expect_rc 127 "$SHMSEM" run "$n" -- /nonexistent/command
+	expect_err "shmsem: run $n: cannot run '/nonexistent/command': command not found"
+	expect_rc 127 "$SHMSEM" run "$n" -- shmsem-cli-test-no-such-command
+	printf '#!/bin/sh\n' >"$TMP/not-executable"
+	chmod 644 "$TMP/not-executable"
+	expect_rc 126 "$SHMSEM" run "$n" -- "$TMP/not-executable"
+	expect_err "permission denied"
+	expect_rc 125 "$SHMSEM" run "$n" --bogus -- true
+	expect_err "unknown option '--bogus'"
+	expect_rc 125 "$SHMSEM" run "$n" --
+	expect_err "no COMMAND given"
+	# Every permit came back.
+	expect_rc 0 "$SHMSEM" status --json "$n"
+	expect_json "d['available'], d['held']" "(1, 0)"
+}
+
+RunTimesOutWith124WithoutRunningCommand() {
+	local n
+	n=$(name timeout)
+	"$SHMSEM" create "$n" --permits 1
+	bg "$SHMSEM" run "$n" -- sleep 30
+	wait_for 5 "d['held'] == 1" "$n"
+	local t0=$SECONDS
+	expect_rc 124 "$SHMSEM" run --timeout 300ms "$n" -- touch "$TMP/ran"
+	expect_err "shmsem: run $n: no permit within 300ms; 'touch' was not run"
+	[[ ! -e $TMP/ran ]] || fail "the command ran after a timeout"
+	((SECONDS - t0 < 5)) || fail "timeout took too long"
+	expect_rc 124 "$SHMSEM" run -t 0 "$n" -- touch "$TMP/ran"
+	expect_err "no permit free right now"
+	expect_rc 124 "$SHMSEM" run "$n" --timeout=0.2 -- touch "$TMP/ran"
+	[[ ! -e $TMP/ran ]] || fail "the command ran after a timeout"
+	expect_rc 0 "$SHMSEM" status --json "$n"
+	# (Whether the "-t 0" try counts as a timeout is the library's business.)
+	expect_json "d['counters']['timeouts'] >= 2, d['waiting'], d['held']" "(True, 0, 1)"
+}
+
+DurationsAcceptUnits() {
+	local n d
+	n=$(name durations)
+	"$SHMSEM" create "$n" --permits 1
+	for d in 500ms 5s 2m 1h 1.5s 0.25 3 0; do
+		expect_rc 0 "$SHMSEM" run --timeout "$d" "$n" -- true
+	done
+	for d in 5x ms -1s 1.2.3 "" s5; do
+		expect_rc 125 "$SHMSEM" run --timeout "$d" "$n" -- true
+		expect_err "invalid duration '$d'"
+	done
+}
+
+RunForwardsSignalsToCommand() {
+	local n sig
+	n=$(name forward)
+	"$SHMSEM" create "$n" --permits 1
+	for sig in TERM HUP INT QUIT; do
+		# The command traps the signal and exits 42; its sleep is killed too.
+		# (bash starts background jobs with SIGINT and SIGQUIT ignored, which
+		# shmsem run respects: undo that.)
+		bg env --default-signal=INT,QUIT "$SHMSEM" run "$n" -- sh -c "trap 'kill \$c; exit 42' $sig; sleep 30 & c=\$!; echo > $TMP/started; wait \$c"
+		for _ in $(seq 250); do [[ -e $TMP/started ]] && break; sleep 0.02; done
+		[[ -e $TMP/started ]] || fail "command did not start"
+		rm -f "$TMP/started"
+		kill -"$sig" "$BG"
+		local rc=0
+		wait "$BG" || rc=$?
+		[[ $rc == 42 ]] || fail "SIG$sig: shmsem run exited $rc, expected the command's 42"
+	done
+	expect_rc 0 "$SHMSEM" status --json "$n"
+	expect_json "d['available']" "1"
+}
+
+RunGivesCommandInheritedSignalState() {
+	local n
+	n=$(name sigmask)
+	"$SHMSEM" create "$n" --permits 1
+	# The command sees the signal mask and ignored set shmsem run started
+	# with, not the ones shmsem run uses while it waits.
+	expect_rc 0 "$SHMSEM" run "$n" -- grep -E '^Sig(Blk|Ign):' /proc/self/status
+	diff <(grep -E '^Sig(Blk|Ign):' /proc/self/status) "$TMP/out" >/dev/null ||
+		fail "signal state differs: $(cat "$TMP/out")"
+	expect_rc 0 bash -c "trap '' HUP; exec \"\$0\" run \"\$1\" -- grep -E '^SigIgn:' /proc/self/status" "$SHMSEM" "$n"
+	local ign
+	ign=$(awk '{print $2}' "$TMP/out")
+	(((16#$ign & 1) == 1)) || fail "inherited SIG_IGN for SIGHUP was lost: SigIgn $ign"
+	# No descriptors of shmsem run (segment, pipes) leak into the command.
+	expect_rc 0 ls /proc/self/fd
+	mv "$TMP/out" "$TMP/fds-direct"
+	expect_rc 0 "$SHMSEM" run "$n" -- ls /proc/self/fd
+	diff "$TMP/fds-direct" "$TMP/out" >/dev/null ||
+		fail "command has other descriptors: $(tr '\n' ' ' <"$TMP/out") vs $(tr '\n' ' ' <"$TMP/fds-direct")"
+}
+
+RunInterruptedWhileQueuedLeavesQueue() {
+	local n waiter rc=0
+	n=$(name interrupt)
+	"$SHMSEM" create "$n" --permits 1
+	bg "$SHMSEM" run "$n" -- sleep 30
+	wait_for 5 "d['held'] == 1" "$n"
+	bg "$SHMSEM" run "$n" -- touch "$TMP/ran"
+	waiter=$BG
+	wait_for 5 "d['waiting'] == 1" "$n"
+	kill -TERM "$waiter"
+	wait "$waiter" || rc=$?
+	[[ $rc == 143 ]] || fail "interrupted waiter exited $rc, expected 143"
+	[[ ! -e $TMP/ran ]] || fail "the command ran"
+	expect_rc 0 "$SHMSEM" status --json "$n"
+	expect_json "d['waiting'], d['held'], d['counters']['cancellations']" "(0, 1, 1)"
+}
+
+KilledHolderShownDeadThenRecovered() {
+	local n holder child
+	n=$(name crash)
+	"$SHMSEM" create "$n" --permits 2
+	bg "$SHMSEM" run "$n" -- sleep 30
+	holder=$BG
+	wait_for 5 "d['held'] == 1" "$n"
+	for _ in $(seq 250); do child=$(pgrep -P "$holder" || true); [[ -n $child ]] && break; sleep 0.02; done
+	[[ -n $child ]] || fail "no command under shmsem run"
+	kill -KILL "$holder"
+	wait "$holder" 2>/dev/null || true
+	# Nobody is queued, so nothing reclaims it by itself: it shows as dead.
+	expect_rc 0 "$SHMSEM" status --json "$n"
+	expect_json "d['held'], d['holders'][0]['pid'], d['holders'][0]['alive'], d['holders'][0]['comm']" "(1, $holder, False, None)"
+	expect_rc 0 "$SHMSEM" status "$n"
+	grep -Eq "^  [0-9]+:[0-9]+ +held +$holder +- +dead " "$TMP/out" || fail "holder $holder not shown dead"
+	# The command did not go on running without its permit (PR_SET_PDEATHSIG).
+	for _ in $(seq 250); do kill -0 "$child" 2>/dev/null || break; sleep 0.02; done
+	! kill -0 "$child" 2>/dev/null || fail "command $child outlived its shmsem run"
+	expect_rc 0 "$SHMSEM" recover "$n"
+	expect_out "$n: reclaimed 1 lease or waiter slot of dead processes"
+	expect_rc 0 "$SHMSEM" status --json "$n"
+	expect_json "d['held'], d['available'], d['holders'], d['counters']['reclaimed_holders']" "(0, 2, [], 1)"
+	expect_rc 0 "$SHMSEM" recover "$n"
+	expect_out "reclaimed 0 leases and waiter slots"
+}
+
+ShutdownFailsWaitersAndLaterRuns() {
+	local n waiter rc=0
+	n=$(name shutdown)
+	"$SHMSEM" create "$n" --permits 1
+	bg "$SHMSEM" run "$n" -- sleep 30
+	wait_for 5 "d['held'] == 1" "$n"
+	bg "$SHMSEM" run "$n" -- touch "$TMP/ran"
+	waiter=$BG
+	wait_for 5 "d['waiting'] == 1" "$n"
+	expect_rc 0 "$SHMSEM" shutdown "$n"
+	expect_out "$n: closed; 1 waiter failed"
+	wait "$waiter" || rc=$?
+	[[ $rc == 125 ]] || fail "shut-down waiter exited $rc, expected 125"
+	[[ ! -e $TMP/ran ]] || fail "the command ran"
+	expect_rc 125 "$SHMSEM" run "$n" -- true
+	expect_err "semaphore is closed"
+	expect_rc 0 "$SHMSEM" status --json "$n"
+	expect_json "d['state'], d['held'], d['counters']['shutdown_failures']" "('closed', 1, 1)"
+	expect_rc 0 "$SHMSEM" status "$n"
+	expect_out "state      closed"
+	expect_rc 0 "$SHMSEM" shutdown "$n"
+	expect_out "closed; 0 waiters failed"
+}
+
+case=${1:?usage: cli_test.sh <CaseName>}
+declare -F "$case" >/dev/null || fail "no test case $case"
+"$case"
+echo "PASS: $case"

@@ -1,0 +1,122 @@
+// shmsem list [--json]: every semaphore in /dev/shm, recognised by its
+// header. Files that are not shmsem segments, that we cannot read, or that
+// are half-built (".shmsem-tmp-*", see DESIGN.md section 3) are skipped.
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "commands.h"
+#include "common.h"
+#include "exit_codes.h"
+#include "layout.h"
+
+namespace shmsem::cli {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+constexpr char kShmDir[] = "/dev/shm";
+constexpr char kTmpPrefix[] = ".shmsem-tmp-";
+
+struct ListOptions {
+  bool json = false;
+};
+
+struct Entry {
+  std::string name;
+  struct shmsem_stat st;
+};
+
+// Cheap pre-check so we never map unrelated files: a regular file whose first
+// eight bytes are the shmsem magic.
+bool looks_like_shmsem(int dirfd, const char *file) {
+  int fd = openat(dirfd, file, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return false;
+  struct stat st;
+  uint64_t magic = 0;
+  bool ok = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
+            pread(fd, &magic, sizeof magic, 0) == ssize_t(sizeof magic) &&
+            magic == shmsem::detail::kMagic;
+  close(fd);
+  return ok;
+}
+
+int run_list(const ListOptions &o) {
+  DIR *dir = opendir(kShmDir);
+  if (!dir) {
+    fprintf(stderr, "shmsem: list: cannot read %s: %s\n", kShmDir, strerror(errno));
+    return kExitFailure;
+  }
+  std::vector<Entry> found;
+  while (struct dirent *de = readdir(dir)) {
+    const char *file = de->d_name;
+    if (file[0] == '.' && (!strcmp(file, ".") || !strcmp(file, "..") ||
+                           !strncmp(file, kTmpPrefix, sizeof kTmpPrefix - 1)))
+      continue;
+    if (!looks_like_shmsem(dirfd(dir), file)) continue;
+    Entry e;
+    e.name = std::string("/") + file;
+    Handle h;
+    // -EBADMSG, -EPROTO, -EACCES, -EXDEV, ...: not one we can show; skip.
+    if (shmsem_open(e.name.c_str(), SHMSEM_RDONLY, &h.s) != 0) continue;
+    if (shmsem_stat(h.s, &e.st) != 0) continue;
+    found.push_back(e);
+  }
+  closedir(dir);
+  std::sort(found.begin(), found.end(),
+            [](const Entry &a, const Entry &b) { return a.name < b.name; });
+
+  if (o.json) {
+    Json j;
+    j["version"] = 1;
+    j["semaphores"] = Json::array();
+    for (const Entry &e : found)
+      j["semaphores"].push_back({{"name", e.name},
+                                 {"state", e.st.closed ? "closed" : "open"},
+                                 {"capacity", e.st.permits},
+                                 {"available", e.st.available},
+                                 {"held", e.st.held},
+                                 {"reserved", e.st.reserved},
+                                 {"waiting", e.st.waiting}});
+    printf("%s\n", j.dump(2).c_str());
+  } else if (found.empty()) {
+    printf("no semaphores in %s\n", kShmDir);
+  } else {
+    std::vector<std::vector<std::string>> rows;
+    for (const Entry &e : found)
+      rows.push_back({e.name, std::to_string(e.st.permits),
+                      std::to_string(e.st.available),
+                      std::to_string(e.st.held + e.st.reserved),
+                      std::to_string(e.st.waiting),
+                      e.st.closed ? "closed" : "open"});
+    print_table(stdout, {"NAME", "CAPACITY", "AVAILABLE", "HELD", "WAITING", "STATE"},
+                rows, "");
+  }
+  return fflush(stdout) == 0 ? kExitOk : kExitFailure;
+}
+
+}  // namespace
+
+Subcommand add_list(CLI::App &parent) {
+  auto o = std::make_shared<ListOptions>();
+  CLI::App *sub = parent.add_subcommand(
+      "list", "List the semaphores in /dev/shm that you can read");
+  sub->add_flag("-j,--json", o->json, "Print one JSON document instead of text");
+  sub->footer("HELD counts reserved permits too (granted to a waiter that has "
+              "not yet returned).");
+  return {sub, [o] { return run_list(*o); },
+          "shmsem list [--json]"};
+}
+
+}  // namespace shmsem::cli

@@ -1,0 +1,298 @@
+// shmsem run NAME [--timeout D] [--] COMMAND [ARGS...]: hold one permit
+// while COMMAND runs.
+//
+// Signals. SIGINT, SIGTERM, SIGHUP and SIGQUIT (those not inherited as
+// ignored) are blocked in every thread and taken by one signal thread with
+// sigwaitinfo(). While we wait for a permit, the thread fires the acquire's
+// cancellation handle (shmsem_cancel), so the wait ends with -ECANCELED and
+// leaves the queue cleanly. (SHMSEM_WAIT_INTERRUPTIBLE would be simpler, but
+// a signal that lands while the waiter is awake -- the watcher wakes every
+// millisecond -- runs its handler and is then lost, leaving us queued.)
+// Once COMMAND runs, the thread forwards those signals to it, except ones the
+// terminal sent to the whole foreground process group (si_code SI_KERNEL):
+// COMMAND got those itself. A mutex orders "signal arrived" against "child
+// started", so a signal between the grant and the fork is not lost either.
+//
+// The child restores the inherited signal mask (and SIGCHLD disposition)
+// before exec, so COMMAND starts as it would have without us, and asks for
+// SIGTERM if we die (PR_SET_PDEATHSIG): our permit is reclaimed then, and
+// COMMAND should not go on running without it. exec failures travel back
+// over a close-on-exec pipe, so the parent prints the message and the child
+// only calls async-signal-safe functions.
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "commands.h"
+#include "common.h"
+#include "exit_codes.h"
+
+namespace shmsem::cli {
+namespace {
+
+constexpr int kForwarded[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
+
+struct RunOptions {
+  std::string name;
+  std::string timeout;
+  bool timeout_given = false;
+  std::vector<std::string> command;
+};
+
+// What the process looked like when we started; the child gets it back.
+struct Inherited {
+  sigset_t mask;
+  struct sigaction chld;
+};
+
+// Shared by the main thread and the signal thread.
+struct SignalState {
+  sigset_t set;  // the forwarded signals we handle (not inherited-ignored)
+  shmsem_cancel_t cancel;
+  std::mutex mu;
+  int pending = 0;   // first signal that arrived before the child started
+  pid_t child = 0;   // > 0 once COMMAND runs
+};
+
+void signal_thread(SignalState *st) {
+  for (;;) {
+    siginfo_t info;
+    int sig = sigwaitinfo(&st->set, &info);
+    if (sig < 0) continue;  // EINTR
+    std::lock_guard<std::mutex> lock(st->mu);
+    if (st->child > 0) {
+      if (info.si_code != SI_KERNEL) kill(st->child, sig);
+    } else if (!st->pending) {
+      st->pending = sig;
+      shmsem_cancel(&st->cancel);
+    }
+  }
+}
+
+// In the child, after fork: only async-signal-safe calls until exec.
+[[noreturn]] void exec_child(const Inherited &in, pid_t parent, int errfd,
+                             char **argv) {
+  sigaction(SIGCHLD, &in.chld, nullptr);
+  int err = 0;
+  if (prctl(PR_SET_PDEATHSIG, SIGTERM) != 0) err = errno;
+  if (!err && getppid() != parent) _exit(kExitRunFailed);  // parent already gone
+  sigprocmask(SIG_SETMASK, &in.mask, nullptr);
+  if (!err) {
+    execvp(argv[0], argv);
+    err = errno;
+  }
+  ssize_t ignored = write(errfd, &err, sizeof err);
+  (void)ignored;
+  _exit(err == ENOENT ? kExitRunNotFound : kExitRunCannotExecute);
+}
+
+std::string exec_problem(int err) {
+  switch (err) {
+    case ENOENT: return "command not found";
+    case EACCES: return "permission denied (is it executable?)";
+    case ENOEXEC: return "not an executable format";
+    default: return strerror(err);
+  }
+}
+
+// CLI11 stops parsing at the first positional after NAME (prefix_command),
+// so options written between NAME and COMMAND, and the "--" that ends them,
+// arrive at the front of o->command. Take them off; "" or the problem.
+std::string take_late_options(RunOptions *o) {
+  auto &cmd = o->command;
+  while (!cmd.empty() && cmd[0].size() > 1 && cmd[0][0] == '-') {
+    std::string arg = cmd[0];
+    cmd.erase(cmd.begin());
+    if (arg == "--") break;
+    if (arg == "-t" || arg == "--timeout") {
+      if (cmd.empty()) return "option " + arg + " needs a duration";
+      o->timeout = cmd[0];
+      o->timeout_given = true;
+      cmd.erase(cmd.begin());
+    } else if (arg.rfind("--timeout=", 0) == 0) {
+      o->timeout = arg.substr(10);
+      o->timeout_given = true;
+    } else if (arg.rfind("-t", 0) == 0) {
+      o->timeout = arg.substr(2);
+      o->timeout_given = true;
+    } else {
+      return "unknown option '" + arg +
+             "' (put '--' before a command whose name starts with '-')";
+    }
+  }
+  if (cmd.empty()) return "no COMMAND given";
+  return "";
+}
+
+int run_run(RunOptions &o) {
+  std::string problem = take_late_options(&o);
+  if (!problem.empty()) {
+    fprintf(stderr, "shmsem: run %s: %s\nRun 'shmsem run --help' for more information.\n",
+            o.name.c_str(), problem.c_str());
+    return kExitRunFailed;
+  }
+  uint64_t timeout_ns = 0;
+  bool has_timeout = o.timeout_given;
+  if (has_timeout) {
+    std::string why = parse_duration(o.timeout, &timeout_ns);
+    if (!why.empty()) {
+      fprintf(stderr, "shmsem: run %s: %s\n", o.name.c_str(), why.c_str());
+      return kExitRunFailed;
+    }
+  }
+  Handle h;
+  int e = shmsem_open(o.name.c_str(), 0, &h.s);
+  if (e) {
+    report_error("run", o.name, e);
+    return kExitRunFailed;
+  }
+
+  // Block the signals we handle before any thread exists, so that only the
+  // signal thread ever takes them.
+  Inherited in;
+  sigprocmask(SIG_SETMASK, nullptr, &in.mask);
+  // Never freed: the detached signal thread uses it until the process exits.
+  SignalState *st = new SignalState;
+  shmsem_cancel_init(&st->cancel);
+  sigemptyset(&st->set);
+  for (int sig : kForwarded) {
+    struct sigaction old;
+    sigaction(sig, nullptr, &old);
+    if (old.sa_handler != SIG_IGN) sigaddset(&st->set, sig);  // respect nohup
+  }
+  pthread_sigmask(SIG_BLOCK, &st->set, nullptr);
+  // An inherited SIG_IGN for SIGCHLD would make the kernel reap the child
+  // for us and hide its status.
+  struct sigaction dfl = {};
+  dfl.sa_handler = SIG_DFL;
+  sigaction(SIGCHLD, &dfl, &in.chld);
+  std::thread(signal_thread, st).detach();
+
+  struct timespec deadline;
+  if (has_timeout) {
+    uint64_t at = now_ns(CLOCK_MONOTONIC) + timeout_ns;
+    deadline.tv_sec = time_t(at / 1'000'000'000ull);
+    deadline.tv_nsec = long(at % 1'000'000'000ull);
+  }
+  shmsem_lease_t lease;
+  e = shmsem_acquire_ex(h.s, has_timeout ? &deadline : nullptr, &st->cancel, 0,
+                        &lease);
+  if (e == -ECANCELED) {  // a signal while queued: we hold nothing
+    std::lock_guard<std::mutex> lock(st->mu);
+    return kExitRunSignalBase + st->pending;
+  }
+  if (e == -ETIMEDOUT) {
+    std::string when = timeout_ns ? "within " + format_duration(timeout_ns)
+                                  : std::string("free right now");
+    fprintf(stderr, "shmsem: run %s: no permit %s; '%s' was not run\n",
+            o.name.c_str(), when.c_str(), o.command[0].c_str());
+    return kExitRunTimedOut;
+  }
+  if (e) {
+    report_error("run", o.name, e);
+    return kExitRunFailed;
+  }
+
+  // Holding the permit from here on: every path below releases it.
+  auto release = [&] {
+    int r = shmsem_release(h.s, &lease);
+    if (r) report_error("run: release permit of", o.name, r);
+  };
+  std::vector<char *> argv;
+  for (const std::string &a : o.command) argv.push_back(const_cast<char *>(a.c_str()));
+  argv.push_back(nullptr);
+  int errpipe[2];
+  if (pipe2(errpipe, O_CLOEXEC) != 0) {
+    fprintf(stderr, "shmsem: run %s: cannot create a pipe: %s\n", o.name.c_str(),
+            strerror(errno));
+    release();
+    return kExitRunFailed;
+  }
+  fflush(nullptr);
+  pid_t child;
+  {
+    std::lock_guard<std::mutex> lock(st->mu);
+    if (st->pending) {  // arrived between the grant and now
+      close(errpipe[0]);
+      close(errpipe[1]);
+      release();
+      return kExitRunSignalBase + st->pending;
+    }
+    pid_t parent = getpid();
+    child = fork();
+    if (child == 0) {
+      close(errpipe[0]);
+      exec_child(in, parent, errpipe[1], argv.data());
+    }
+    st->child = child;
+  }
+  close(errpipe[1]);
+  if (child < 0) {
+    fprintf(stderr, "shmsem: run %s: cannot start '%s': %s\n", o.name.c_str(),
+            argv[0], strerror(errno));
+    close(errpipe[0]);
+    release();
+    return kExitRunFailed;
+  }
+  int exec_err = 0;
+  ssize_t n;
+  do {
+    n = read(errpipe[0], &exec_err, sizeof exec_err);
+  } while (n < 0 && errno == EINTR);
+  close(errpipe[0]);
+  if (n == ssize_t(sizeof exec_err))
+    fprintf(stderr, "shmsem: run %s: cannot run '%s': %s\n", o.name.c_str(),
+            argv[0], exec_problem(exec_err).c_str());
+
+  int status = 0;
+  while (waitpid(child, &status, 0) < 0 && errno == EINTR) {
+  }
+  release();
+  if (WIFSIGNALED(status)) return kExitRunSignalBase + WTERMSIG(status);
+  return WEXITSTATUS(status);
+}
+
+}  // namespace
+
+Subcommand add_run(CLI::App &parent) {
+  auto o = std::make_shared<RunOptions>();
+  CLI::App *sub = parent.add_subcommand(
+      "run", "Run a command while holding one permit, then release it");
+  CLI::Option *timeout = sub->add_option("-t,--timeout", o->timeout,
+                  "Give up after this long without a permit (exit 124); "
+                  "e.g. 500ms, 5s, 2m; 0 means try once")
+      ->option_text("DURATION");
+  add_name_option(sub, &o->name);
+  sub->add_option("COMMAND", o->command, "The command and its arguments")
+      ->required()
+      ->option_text(" ");
+  // Everything from COMMAND on belongs to the command, options included.
+  sub->prefix_command();
+  sub->positionals_at_end();
+  sub->footer(
+      "SIGINT, SIGTERM, SIGHUP and SIGQUIT are forwarded to COMMAND. Exit "
+      "status: COMMAND's own (128+n if\nsignal n ended it); 124 no permit "
+      "before --timeout; 125 shmsem failed; 126 COMMAND not executable;\n"
+      "127 COMMAND not found. If shmsem itself is killed, its permit is "
+      "reclaimed and COMMAND gets SIGTERM.");
+  return {sub,
+          [o, timeout] {
+            o->timeout_given = timeout->count() > 0;
+            return run_run(*o);
+          },
+          "shmsem run NAME [--timeout DURATION] [--] COMMAND [ARGS...]"};
+}
+
+}  // namespace shmsem::cli

@@ -153,6 +153,9 @@ TEST(Timeout, PastDeadlineMeansTryNow) {
   EXPECT_EQ(shmsem_acquire_until(s, &past, &a), 0);
   EXPECT_EQ(shmsem_acquire_until(s, &past, &b), -ETIMEDOUT);
   EXPECT_COUNTS(s, 0, 1, 0, 0);  // never queued
+  struct shmsem_stat st;
+  shmsem_stat(s, &st);
+  EXPECT_EQ(st.timeouts, 1u) << "an expired deadline that fails is a timeout";
   timespec bad{0, 2'000'000'000};
   EXPECT_EQ(shmsem_acquire_until(s, &bad, &b), -EINVAL);
   EXPECT_EQ(shmsem_release(s, &a), 0);

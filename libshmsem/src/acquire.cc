@@ -7,7 +7,9 @@
 #include "clock.h"
 #include "futex.h"
 #include "hooks.h"
+#include "lock.h"
 #include "reclaim.h"
+#include "tables.h"
 #include "waiter.h"
 
 namespace shmsem::detail {
@@ -47,7 +49,11 @@ int acquire(shmsem_t *s, const timespec *deadline_ts, shmsem_cancel_t *cancel,
     // No permit now and we may not wait: first reclaim permits of dead
     // holders (rate-limited to one pass per watch period), then retry.
     if (maybe_reclaim(s) > 0) r = waiter_start(s, false, &w, lease);
-    if (r == -EAGAIN) return -ETIMEDOUT;
+    if (r == -EAGAIN) {
+      LockGuard guard(s);  // counters change only under the lock
+      stat_bump(s->core->timeouts);
+      return -ETIMEDOUT;
+    }
   }
   if (r == 0) SHMSEM_HOOK(ACQUIRE_TAKEN);
   if (r <= 0) return r;

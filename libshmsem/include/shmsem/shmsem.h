@@ -5,7 +5,8 @@
  *
  * Return convention: every function that returns int returns 0 (or a
  * non-negative count) on success and a negative errno value on failure, as
- * liburing does. errno is never the only carrier of an error.
+ * liburing does. errno is never the only carrier of an error. A NULL
+ * handle, name or output pointer is -EINVAL for every function.
  *
  * Safety: a shmsem_t handle may be used by any number of threads of its
  * process at once. Any number of processes may open the same semaphore.
@@ -152,7 +153,12 @@ void shmsem_cancel(shmsem_cancel_t *c);
 void shmsem_cancel_reset(shmsem_cancel_t *c);
 
 /* Flags for shmsem_acquire_ex. */
-#define SHMSEM_WAIT_INTERRUPTIBLE (1u << 0) /* a signal ends the wait: -EINTR */
+/* A signal handler that runs while the caller sleeps ends the wait with
+ * -EINTR. One that runs while the waiter is briefly awake (a queued waiter
+ * may wake about once a millisecond to look for dead holders) does not: to
+ * end a wait reliably on a signal, receive it in a thread (sigwait(2),
+ * signalfd(2)) and call shmsem_cancel. */
+#define SHMSEM_WAIT_INTERRUPTIBLE (1u << 0)
 
 /*
  * The general acquire: optional deadline (NULL waits forever), optional

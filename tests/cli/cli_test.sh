@@ -288,8 +288,15 @@ RunGivesCommandInheritedSignalState() {
 	"$SHMSEM" create "$n" --permits 1
 	# The command sees the signal mask and ignored set shmsem run started
 	# with, not the ones shmsem run uses while it waits.
+	# Only the classic signals 1-31 are compared: realtime signals 32 and 33
+	# belong to the C library, and their state once differed between a
+	# process substitution and the command under load in CI.
+	classic() {
+		local key val
+		while read -r key val; do printf '%s %x\n' "$key" $((16#$val & 0x7fffffff)); done
+	}
 	expect_rc 0 "$SHMSEM" run "$n" -- grep -E '^Sig(Blk|Ign):' /proc/self/status
-	diff <(grep -E '^Sig(Blk|Ign):' /proc/self/status) "$TMP/out" >/dev/null ||
+	diff <(grep -E '^Sig(Blk|Ign):' /proc/self/status | classic) <(classic <"$TMP/out") >/dev/null ||
 		fail "signal state differs: $(cat "$TMP/out")"
 	expect_rc 0 bash -c "trap '' HUP; exec \"\$0\" run \"\$1\" -- grep -E '^SigIgn:' /proc/self/status" "$SHMSEM" "$n"
 	local ign

@@ -48,6 +48,21 @@ bool wait_for(F pred, int timeout_ms = 10000) {
   return true;
 }
 
+// A process that takes one permit and keeps it until killed.
+pid_t spawn_holder(shmsem_t *s, Shared *sh) {
+  new (sh) Shared();
+  pid_t holder = fork();
+  if (holder == 0) {
+    shmsem_lease_t l;
+    shmsem_acquire(s, &l);
+    sh->holding = 1;
+    pause();
+    _exit(0);
+  }
+  wait_for([&] { return sh->holding.load() == 1; });
+  return holder;
+}
+
 uint32_t waiting(shmsem_t *s) {
   struct shmsem_stat st;
   shmsem_stat(s, &st);
@@ -65,16 +80,7 @@ int kill_to_grant(int runs) {
     cfg.permits = 1;
     shmsem_t *s;
     if (shmsem_create(name.c_str(), &cfg, SHMSEM_EXCL, &s) != 0) return 1;
-    new (sh) Shared();
-    pid_t holder = fork();
-    if (holder == 0) {
-      shmsem_lease_t l;
-      shmsem_acquire(s, &l);
-      sh->holding = 1;
-      pause();
-      _exit(0);
-    }
-    wait_for([&] { return sh->holding.load() == 1; });
+    pid_t holder = spawn_holder(s, sh);
     pid_t waiter = fork();
     if (waiter == 0) {
       shmsem_lease_t l;
@@ -136,16 +142,7 @@ int watch_cost(int nwaiters, int seconds) {
   auto *sh = static_cast<Shared *>(mmap(nullptr, sizeof(Shared),
                                         PROT_READ | PROT_WRITE,
                                         MAP_SHARED | MAP_ANONYMOUS, -1, 0));
-  new (sh) Shared();
-  pid_t holder = fork();  // a live holder in another process
-  if (holder == 0) {
-    shmsem_lease_t l;
-    shmsem_acquire(s, &l);
-    sh->holding = 1;
-    pause();
-    _exit(0);
-  }
-  wait_for([&] { return sh->holding.load() == 1; });
+  pid_t holder = spawn_holder(s, sh);  // a live holder in another process
   pthread_attr_t attr;
   pthread_attr_init(&attr);
   pthread_attr_setstacksize(&attr, 64 * 1024);

@@ -34,5 +34,12 @@ if grep -q '^bench:' "$log"; then
 	echo "Reported by the benchmarks:"
 	grep '^bench:' "$log"
 fi
+# One-shot measurements with their own statistics (not Google Benchmark).
+echo
+echo "Crash reclamation and status at scale:"
+"$build/bench/shmsem_reclaim_bench" --runs 50 --waiters 1000 --seconds 3
+if [[ -x $build/tools/shmsem ]]; then
+	"$build/bench/shmsem_status_bench" "$build/tools/shmsem" 5
+fi
 echo
 echo "raw: $json  log: $log"

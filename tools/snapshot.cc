@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <map>
 
 #include "common.h"
 #include "handle.h"
@@ -110,6 +111,15 @@ void read_waiters(const shmsem_t *s, uint32_t waiting, Snapshot *out) {
 }  // namespace
 
 void describe_process(int32_t pid, uint64_t start, ProcessInfo *info) {
+  // Memoised per (pid, start): a semaphore with thousands of holders or
+  // waiters usually has few distinct processes, and /proc/<pid>/stat of a
+  // process with many threads costs time proportional to its threads.
+  static std::map<std::pair<int32_t, uint64_t>, ProcessInfo> seen;
+  auto it = seen.find({pid, start});
+  if (it != seen.end()) {
+    *info = it->second;
+    return;
+  }
   info->pid = pid;
   d::Owner o{};
   o.pid = pid;
@@ -123,6 +133,7 @@ void describe_process(int32_t pid, uint64_t start, ProcessInfo *info) {
     info->comm = proc_comm(pid);
     info->cmdline = proc_cmdline(pid);
   }
+  seen[{pid, start}] = *info;
 }
 
 int take_snapshot(const std::string &name, Snapshot *out) {

@@ -32,12 +32,18 @@ uint32_t pass_permit(shmsem_t *s, uint32_t l) {
   WaiterSlot &ws = s->slots[w];
   queue_unlink(s, w);
   ws.lease = l;
-  rec.owner = ws.owner;
   rec.slot = w;
   rec.since_ns.store(coarse_ns(), std::memory_order_relaxed);
   rec.gen.store(next_gen(rec.gen.load(std::memory_order_relaxed)),
                 std::memory_order_relaxed);
+  SHMSEM_HOOK(RELEASE_CHOSEN);
   rec.state.store(kLeaseReserved, std::memory_order_release);  // commit
+  // The waiter's name goes on the record only after the commit: written
+  // before it, a crash would leave the lease HELD under the name of a live
+  // waiter that never got it, and nobody would ever reclaim it (found by
+  // the SPIN model, verify/MODEL.md). A RESERVED lease is reclaimed through
+  // its slot's owner, never its own.
+  rec.owner = ws.owner;
   counter_add(c->reserved, 1);
   SHMSEM_HOOK(RELEASE_RESERVED);
   // Release: a waiter that reads GRANTED sees the lease fields above.
@@ -54,6 +60,7 @@ int finish_slot(shmsem_t *s, uint32_t w, shmsem_lease_t *lease) {
     case kSlotGranted: {
       uint32_t l = ws.lease;
       LeaseRecord &rec = s->leases[l];
+      rec.owner = ws.owner;  // named before HELD (see pass_permit)
       rec.state.store(kLeaseHeld, std::memory_order_release);  // commit
       counter_add(c->reserved, -1);
       counter_add(c->held, 1);

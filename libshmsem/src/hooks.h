@@ -21,6 +21,7 @@ namespace shmsem::detail {
   X(WAIT_RETURN_LOCKED)        /* waiter completing, holds the lock */        \
   X(WAIT_CONSUME_COMMITTED)    /* lease RESERVED->HELD, slot not yet freed */ \
   X(RELEASE_LOCKED)            /* release holds the lock, nothing changed */  \
+  X(RELEASE_CHOSEN)            /* head unlinked, lease not yet RESERVED */    \
   X(RELEASE_RESERVED)          /* lease RESERVED for head, word not GRANTED*/ \
   X(RELEASE_FREED)             /* lease FREE, not yet on the free list */     \
   X(RELEASE_GRANTED)           /* grant done, lock released, not yet woken */ \

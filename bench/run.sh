@@ -38,7 +38,7 @@ fi
 echo
 echo "Crash reclamation and status at scale:"
 "$build/bench/shmsem_reclaim_bench" --runs 50 --waiters 1000 --seconds 3
-if [[ -x $build/tools/shmsem ]]; then
+if [ -x "$build/tools/shmsem" ]; then
 	"$build/bench/shmsem_status_bench" "$build/tools/shmsem" 5
 fi
 echo

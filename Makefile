@@ -19,8 +19,9 @@ build: deps
 demo: build
 	./$(BUILD)/examples/shmsem-demo
 
-# The whole suite, then again under AddressSanitizer + UBSan.
-test: test-fast test-sanitize
+# The whole suite, again under AddressSanitizer + UBSan, then the SPIN
+# model check of the protocol (about a minute).
+test: test-fast test-sanitize verify
 
 test-fast: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) --timeout 300
@@ -49,7 +50,7 @@ clean:
 
 help:
 	@echo "make demo       build and run the demo (installs Debian packages if missing)"
-	@echo "make test       build and run all tests, then again under ASan+UBSan"
+	@echo "make test       all tests, again under ASan+UBSan, then make verify"
 	@echo "make test-fast  the tests without the sanitizer pass"
 	@echo "make bench      benchmarks against sem_t, SysV, robust mutex, flock"
 	@echo "make soak       long crash soak (SHMSEM_SOAK_SECONDS=120, SHMSEM_CRASH_SEEDS=8)"

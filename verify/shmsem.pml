@@ -1,0 +1,967 @@
+/*
+ * shmsem.pml -- a SPIN model of the shmsem protocol (docs/DESIGN.md).
+ *
+ * What each part stands for in libshmsem/src/, what is abstracted and why,
+ * and which properties are checked: verify/MODEL.md. Run: verify/run.sh.
+ *
+ * Shape. NP processes share one semaphore of N permits and W waiter slots.
+ * Every critical section of the C code is one `atomic` block: the robust
+ * lock serialises them, so nothing else can interleave inside one. A process
+ * may die at every crash point CP inside a block (between the stores, in
+ * the order the C code makes them), and outside the lock (CBL, DIE) at
+ * every point that can make a difference. Dying inside a block leaves the
+ * lock "owner died" (lock_dirty) and the next locker runs repair() first,
+ * as lock() in lock.cc does.
+ *
+ * Build-time parameters (spin -D...):
+ *   N          permits (1 or 2)            NP        processes (2..3)
+ *   W          waiter slots (default NP)   OPS       acquire cycles per process
+ *   OPS1       cycles of process 1 (default OPS)
+ *   MAXCRASH   crashes per run             SHUTDOWN  process 1 shuts down last
+ *   DOUBLE_RELEASE  every release is followed by a second one (-EALREADY)
+ *   LTL_TERMINATES  the liveness property (with pan -a -f)
+ */
+
+#ifndef N
+#define N 1
+#endif
+#ifndef NP
+#define NP 3
+#endif
+#ifndef W
+#define W NP
+#endif
+#ifndef OPS
+#define OPS 1
+#endif
+#ifndef OPS1
+#define OPS1 OPS      /* cycles of process 1 */
+#endif
+#ifndef MAXCRASH
+#define MAXCRASH 1
+#endif
+
+#define NONE 255  /* kNone */
+
+/* LeaseState (layout.h) */
+#define LFREE 1
+#define LHELD 2
+#define LRES  3
+/* SlotState (layout.h): the futex word */
+#define SFREE   1
+#define SWAIT   2
+#define SGRANT  3
+#define SCANC   4
+#define SCLOSED 5
+
+/* Results */
+#define R_GOT      1   /* 0 with a lease */
+#define R_QUEUED   2   /* waiter_start() returned 1 */
+#define R_AGAIN    3   /* -EAGAIN */
+#define R_SHUT     4   /* -ESHUTDOWN */
+#define R_BUSY     5   /* -EBUSY */
+#define R_TIMEDOUT 6   /* -ETIMEDOUT (own abandon) */
+#define R_CANCELED 7   /* -ECANCELED (remote cancel) */
+
+/* What a process asks for in one cycle */
+#define K_WAIT  1      /* shmsem_acquire: no deadline, may sleep forever */
+#define K_TIMED 2      /* shmsem_acquire_ex with deadline + cancel handle */
+#define K_TRY   3      /* shmsem_try_acquire (or an already expired deadline) */
+
+/* ---- shared segment ------------------------------------------------------ */
+/* lease records */
+byte lstate[N];     /* commit word */
+byte lgen[N];
+byte lowner[N];     /* owner pid (1..NP); 0 = nobody (model only, FREE) */
+byte lslot[N];      /* RESERVED: the slot it is granted to */
+/* waiter slots */
+byte sword[W];      /* commit word and futex word */
+byte slease[W];     /* GRANTED: the lease reserved for it */
+byte sowner[W];
+byte sticket[W];
+/* core: everything below is derived ("caches") except closed/watcher/next_ticket */
+byte q[W];          /* the queue, oldest first (head = q[0], tail = q[qlen-1]) */
+byte qlen;          /* = core.waiting */
+byte avail;
+byte held;
+byte reserved;
+bool closed;        /* commit word of shutdown */
+byte next_ticket;
+byte watcher;
+
+/* ---- the robust lock and the world around it ------------------------------ */
+bool lock_dirty;    /* FUTEX_OWNER_DIED: the last owner died holding the lock */
+byte deadmask;      /* bit p: process p has died (dead never comes back) */
+byte budget;        /* crashes still allowed; init sets it to 0 at any time */
+byte finished;      /* processes that have ended (normally or dead) */
+byte asleep;        /* bit p: process p sleeps in FUTEX_WAIT on its slot's word */
+byte sleeping;      /* bit w: slot[w].sleeping (acquire.cc / release.cc Dekker) */
+/* the lease token {index, gen} each process holds (NONE = none) */
+byte tok_l[NP + 1];
+byte tok_g[NP + 1];
+
+#define DEADP(o)     ((((deadmask) >> (o)) & 1) == 1)
+#define DEADIN(v, o) ((((v) >> (o)) & 1) == 1)
+#define TAIL         (qlen > 0 -> q[qlen - 1] : NONE)
+
+/* Some record (a HELD or RESERVED lease, a non-FREE slot) belongs to a dead
+ * process: what a reclamation poll would find. */
+#define LDEAD(i) ((lstate[i] == LHELD || lstate[i] == LRES) && DEADP(lowner[i]))
+#define SDEAD(i) (sword[i] != SFREE && DEADP(sowner[i]))
+#if N == 1
+#define LDEADANY LDEAD(0)
+#elif N == 2
+#define LDEADANY (LDEAD(0) || LDEAD(1))
+#else
+#error "N must be 1 or 2"
+#endif
+#if W == 2
+#define SDEADANY (SDEAD(0) || SDEAD(1))
+#elif W == 3
+#define SDEADANY (SDEAD(0) || SDEAD(1) || SDEAD(2))
+#elif W == 4
+#define SDEADANY (SDEAD(0) || SDEAD(1) || SDEAD(2) || SDEAD(3))
+#else
+#error "W must be 2..4"
+#endif
+#define DEADREC (LDEADANY || SDEADANY)
+
+/* ---- dying ----------------------------------------------------------------- */
+/* A crash point marks the process dead and jumps to its `die` block, which
+ * forgets its token and locals. A death inside the lock also marks the
+ * robust lock (FUTEX_OWNER_DIED) in the same step, so nobody can take the
+ * lock without running repair. */
+#define GONE deadmask = deadmask | (1 << me); goto die
+#define CP \
+	if \
+	:: budget > 0 -> budget--; lock_dirty = true; GONE \
+	:: true \
+	fi
+
+/* Crash point just before taking the lock (anywhere outside the lock
+ * since the last critical section: nothing shared changed in between). */
+#define CBL \
+	if \
+	:: budget > 0 -> budget--; GONE \
+	:: true \
+	fi
+
+/* Crash point while waiting (a loop option) */
+#define DIE atomic { budget > 0 -> budget--; GONE }
+
+/* lock() in lock.cc: EOWNERDEAD -> repair(), then pthread_mutex_consistent. */
+#define LOCK \
+	if \
+	:: lock_dirty -> repair(); lock_dirty = false \
+	:: else \
+	fi
+
+/* Leaving the critical section: the invariants of DESIGN.md section 8 hold
+ * at every unlock. (A crash after the last store of a section needs no
+ * crash point of its own: repair of a consistent state changes nothing, so
+ * it is the same as the crash right after unlocking, which CBL covers.) */
+#define UNLOCK check_inv()
+
+/* FUTEX_WAKE(&slot[x].word, 1): wakes whoever sleeps on that word now (the
+ * slot's current owner, if asleep); a wake that finds nobody is lost, and a
+ * wake of a freed and reused slot is a harmless spurious wake-up. */
+#define WAKE(x) \
+	if \
+	:: sword[x] != SFREE -> asleep = asleep & ~(1 << sowner[x]) \
+	:: else \
+	fi
+
+/* The wakes of a list (bit mask `wm`), one system call each. `CRASH` is CP
+ * for wakes made under the lock, CBL for wakes made after unlocking. */
+#define WAKE_LIST(CRASH) \
+	i = 0; \
+	do \
+	:: i < W && ((wm >> i) & 1) -> CRASH; WAKE(i); i++ \
+	:: i < W && !((wm >> i) & 1) -> i++ \
+	:: else -> break \
+	od; \
+	i = 0; wm = 0
+
+/* ---- tables.h -------------------------------------------------------------- */
+/* Free lists are modelled as the sets of FREE records (the C lists are
+ * rebuilt by repair and otherwise always equal those sets); pop takes the
+ * lowest index. */
+inline lease_pop() {
+	l = 0;
+	do
+	:: l < N && lstate[l] != LFREE -> l++
+	:: l < N && lstate[l] == LFREE -> break
+	:: l >= N -> l = NONE; break
+	od
+}
+
+inline slot_pop() {
+	s = 0;
+	do
+	:: s < W && sword[s] != SFREE -> s++
+	:: s < W && sword[s] == SFREE -> break
+	:: s >= W -> s = NONE; break
+	od
+}
+
+/* slot_free(): the commit store word = FREE, then the free-list push. The
+ * other fields of a FREE slot are never read; the model forgets them. */
+inline slot_free(x) {
+	assert(sword[x] != SFREE);  /* a double free would corrupt the free list */
+	sword[x] = SFREE;
+	sowner[x] = 0; sticket[x] = 0; slease[x] = NONE;
+	sleeping = sleeping & ~(1 << x)   /* a stale 1 only costs a spurious wake */
+}
+
+inline queue_append(x) {
+	q[qlen] = x;
+	qlen++
+}
+
+inline queue_unlink(x) {
+	j = 0;
+	do
+	:: j < qlen && q[j] != x -> j++
+	:: else -> break
+	od;
+	assert(j < qlen);           /* unlinking a slot that is not linked */
+	do
+	:: j + 1 < qlen -> q[j] = q[j + 1]; j++
+	:: else -> break
+	od;
+	qlen--;
+	q[qlen] = NONE;
+	j = 0
+}
+
+/* One-shot transition out of WAITING (DESIGN.md section 4). */
+inline leave_waiting(x, word) {
+	assert(sword[x] == SWAIT);
+	sword[x] = word
+}
+
+/* ---- grant.cc: pass_permit() ---------------------------------------------- */
+/* Lease l leaves its holder (release, reclamation, repair step 5); the caller
+ * has already taken it out of held/reserved/available. Stores in the order of
+ * the C code; w = the slot granted, or NONE. */
+inline pass_permit(pl) {
+	/* only repair step 5 passes a FREE lease, and only to a queued waiter:
+	 * a FREE lease pushed on the free list again would be a second permit */
+	assert(lstate[pl] != LFREE || qlen > 0);
+	if
+	:: qlen == 0 ->
+		w = NONE;
+		lstate[pl] = LFREE;           /* commit */
+		lowner[pl] = 0; lslot[pl] = NONE;
+		CP;                           /* RELEASE_FREED */
+		avail++
+	:: else ->
+		w = q[0];
+		/* FIFO: the head is the WAITING slot with the smallest ticket */
+		assert(sword[w] == SWAIT);
+		pk = 0;
+		do
+		:: pk < W -> assert(sword[pk] != SWAIT || sticket[pk] >= sticket[w]); pk++
+		:: else -> break
+		od;
+		queue_unlink(w);
+		slease[w] = pl;
+		lslot[pl] = w;
+		pk = lgen[pl] + 1;            /* next_gen() */
+		if
+		:: pk == 0 -> pk = 1
+		:: else
+		fi;
+		lgen[pl] = pk;
+		pk = 0;
+		CP;                           /* RELEASE_CHOSEN */
+		lstate[pl] = LRES;            /* commit */
+		CP;                           /* half grant, owner not yet renamed */
+		lowner[pl] = sowner[w];       /* rec.owner = ws.owner, after the commit */
+		CP;                           /* RELEASE_RESERVED: half grant */
+		reserved++;
+		leave_waiting(w, SGRANT)
+	fi
+}
+
+/* finish_slot(): the waiter owning slot s completes; its word is not WAITING. */
+inline finish_slot() {
+	if
+	:: sword[s] == SGRANT ->
+		l = slease[s];
+		assert(l < N && lstate[l] == LRES && lslot[l] == s);
+		lowner[l] = sowner[s];        /* named before HELD (see pass_permit) */
+		lstate[l] = LHELD;            /* commit */
+		CP;                           /* WAIT_CONSUME_COMMITTED */
+		reserved--;
+		held++;
+		tok_l[me] = l; tok_g[me] = lgen[l];
+		l = 0;
+		r = R_GOT
+	:: sword[s] == SCANC -> r = R_CANCELED
+	:: sword[s] == SCLOSED -> r = R_SHUT
+	:: else ->
+		/* -ENOTRECOVERABLE: our slot was reclaimed while we live */
+		assert(false)
+	fi;
+	slot_free(s)                      /* commit: -> FREE */
+}
+
+/* ---- waiter.cc -------------------------------------------------------------- */
+/* waiter_start(): fast acquire, or enqueue. */
+inline waiter_start(mayq) {
+	if
+	:: closed -> r = R_SHUT
+	:: else ->
+		l = NONE;
+		if
+		:: qlen == 0 -> lease_pop()
+		:: else
+		fi;
+		if
+		:: l != NONE ->
+			/* FIFO: the fast path never passes a queued waiter */
+			i = 0;
+			do
+			:: i < W -> assert(sword[i] != SWAIT); i++
+			:: else -> break
+			od;
+			i = 0;
+			lowner[l] = me;
+			lslot[l] = NONE;
+			g = lgen[l] + 1;              /* next_gen() */
+			if
+			:: g == 0 -> g = 1
+			:: else
+			fi;
+			lgen[l] = g;
+			CP;                           /* ACQUIRE_LEASE_POPPED + stores */
+			lstate[l] = LHELD;            /* commit */
+			CP;                           /* ACQUIRE_COMMITTED */
+			avail--;
+			held++;
+			tok_l[me] = l; tok_g[me] = g;
+			l = 0; g = 0;
+			r = R_GOT
+		:: else ->
+			l = 0;
+			if
+			:: !(mayq) -> r = R_AGAIN
+			:: else ->
+				slot_pop();
+				if
+				:: s == NONE -> s = 0; r = R_BUSY
+				:: else ->
+					sowner[s] = me;
+					slease[s] = NONE;
+					t = next_ticket;
+					next_ticket++;
+					sticket[s] = t;
+					CP;                   /* ENQUEUE_SLOT_POPPED + stores */
+					/* FIFO: tickets follow arrival order */
+					i = 0;
+					do
+					:: i < W -> assert(sword[i] != SWAIT || sticket[i] < t); i++
+					:: else -> break
+					od;
+					i = 0;
+					sword[s] = SWAIT;     /* commit */
+					CP;                   /* ENQUEUE_COMMITTED */
+					queue_append(s);
+					if
+					:: watcher == NONE -> watcher = s
+					:: else
+					fi;
+					r = R_QUEUED
+				fi
+			fi
+		fi
+	fi
+}
+
+/* complete(): abandon (timeout, own cancel, signal) or return. */
+inline complete(abandon, reason) {
+	if
+	:: abandon && sword[s] == SWAIT ->
+		queue_unlink(s);
+		slot_free(s);                 /* commit: WAITING -> FREE */
+		r = reason
+	:: else -> finish_slot()          /* the grant (or another party) won */
+	fi;
+	CP;
+	w = NONE;
+	if
+	:: watcher == s -> watcher = TAIL; w = watcher   /* watcher_leave() */
+	:: else
+	fi
+}
+
+/* waiter_cancel_remote(): the canceller thread of the same process. */
+inline cancel_remote() {
+	if
+	:: sticket[s] == t && sword[s] == SWAIT ->
+		queue_unlink(s);
+		leave_waiting(s, SCANC)       /* commit */
+	:: else
+	fi
+}
+
+/* ---- release.cc -------------------------------------------------------------- */
+inline release_cs() {
+	l = tok_l[me]; g = tok_g[me];
+#ifdef DOUBLE_RELEASE
+	ol = l; og = g;
+#endif
+	/* a live holder's token is always valid (nobody reclaims a live owner) */
+	assert(lstate[l] == LHELD && lgen[l] == g);
+	held--;
+	pass_permit(l);                   /* w: the slot to wake, or NONE */
+	tok_l[me] = NONE; tok_g[me] = 0
+}
+
+/* A second release of the same (now stale) token {ol, og}: -EALREADY,
+ * nothing changes. */
+inline release_again() {
+	assert(lstate[ol] != LHELD || lgen[ol] != og)
+}
+
+/* ---- shutdown.cc --------------------------------------------------------------- */
+inline shutdown_cs() {
+	closed = true;                    /* commit */
+	CP;                               /* SHUTDOWN_CLOSED */
+	do                                /* fail_queued() */
+	:: qlen > 0 ->
+		w = q[0];
+		queue_unlink(w);
+		leave_waiting(w, SCLOSED);    /* commit */
+		CP;
+		WAKE(w);                      /* woken under the lock */
+		CP                            /* SHUTDOWN_FAILED_ONE */
+	:: else -> break
+	od;
+	w = 0
+}
+
+/* ---- reclaim.cc ------------------------------------------------------------------ */
+/* Step 1 (no lock): the dead owners among the records' owners. */
+inline reclaim_scan() {
+	vd = 0;
+	i = 0;
+	do
+	:: i < N ->
+		if
+		:: (lstate[i] == LHELD || lstate[i] == LRES) && DEADP(lowner[i]) ->
+			vd = vd | (1 << lowner[i])
+		:: else
+		fi;
+		i++
+	:: else -> break
+	od;
+	i = 0;
+	do
+	:: i < W ->
+		if
+		:: sword[i] != SFREE && DEADP(sowner[i]) -> vd = vd | (1 << sowner[i])
+		:: else
+		fi;
+		i++
+	:: else -> break
+	od;
+	i = 0
+}
+
+/* Step 2 (under the lock): dead waiters first, then dead holders. */
+inline reclaim_cs() {
+	n = 0;
+	i = 0;
+	do
+	:: i < W ->
+		if
+		:: sword[i] != SFREE && DEADIN(vd, sowner[i]) ->
+			if
+			:: sword[i] == SWAIT -> queue_unlink(i)
+			:: else
+			fi;
+			l = (sword[i] == SGRANT -> slease[i] : NONE);
+			slot_free(i);             /* commit */
+			CP;
+			if
+			:: watcher == i ->        /* watcher_leave() */
+				watcher = TAIL;
+				if
+				:: watcher != NONE -> wm = wm | (1 << watcher)
+				:: else
+				fi
+			:: else
+			fi;
+			CP;                       /* RECLAIM_ONE */
+			n++;
+			if
+			:: l != NONE && lstate[l] == LRES ->
+				reserved--;
+				pass_permit(l);
+				if
+				:: w != NONE -> wm = wm | (1 << w)
+				:: else
+				fi;
+				w = 0;
+				n++;
+				CP                    /* RECLAIM_ONE */
+			:: else
+			fi;
+			l = 0
+		:: else
+		fi;
+		i++
+	:: else -> break
+	od;
+	i = 0;
+	do
+	:: i < N ->
+		if
+		:: lstate[i] == LHELD && DEADIN(vd, lowner[i]) ->
+			held--;
+			pass_permit(i);           /* commit inside */
+			if
+			:: w != NONE -> wm = wm | (1 << w)
+			:: else
+			fi;
+			w = 0;
+			n++;
+			CP                        /* RECLAIM_ONE */
+		:: else
+		fi;
+		i++
+	:: else -> break
+	od;
+	i = 0; vd = 0
+}
+
+/* ---- recovery.cc: repair() ------------------------------------------------------- */
+inline repair() {
+	/* 1. half-finished grants and returns */
+	i = 0;
+	do
+	:: i < N ->
+		if
+		:: lstate[i] == LRES ->
+			w = lslot[i];
+			if
+			:: w < W && sword[w] == SWAIT ->
+				slease[w] = i;
+				leave_waiting(w, SGRANT);   /* roll the grant forward */
+				wm = wm | (1 << w);
+				CP
+			:: !(w < W && sword[w] == SWAIT) &&
+			   !(w < W && sword[w] == SGRANT && slease[w] == i) ->
+				lstate[i] = LFREE;          /* orphan */
+				lowner[i] = 0; lslot[i] = NONE;
+				CP
+			:: else
+			fi;
+			w = 0
+		:: else
+		fi;
+		i++
+	:: else -> break
+	od;
+	i = 0;
+	do
+	:: i < W ->
+		if
+		:: sword[i] == SGRANT ->
+			l = slease[i];
+			if
+			:: !(l < N && lstate[l] == LRES && lslot[l] == i) ->
+				sword[i] = SFREE;           /* consumed */
+				sowner[i] = 0; sticket[i] = 0; slease[i] = NONE;
+				sleeping = sleeping & ~(1 << i);
+				CP
+			:: else
+			fi;
+			l = 0
+		:: sword[i] == SWAIT && closed ->
+			leave_waiting(i, SCLOSED);      /* 2. a shutdown that died half-way */
+			wm = wm | (1 << i);
+			CP
+		:: else
+		fi;
+		i++
+	:: else -> break
+	od;
+	/* 3. free lists, queue and counters from the record states */
+	avail = 0; held = 0; reserved = 0;
+	i = 0;
+	do
+	:: i < N ->
+		if
+		:: lstate[i] == LHELD -> held++
+		:: lstate[i] == LRES -> reserved++
+		:: else -> avail++; lowner[i] = 0; lslot[i] = NONE
+		fi;
+		i++
+	:: else -> break
+	od;
+	/* the queue: WAITING slots sorted by ticket; next_ticket above them all */
+	qlen = 0;
+	i = 0;
+	do
+	:: i < W -> q[i] = NONE; i++
+	:: else -> break
+	od;
+	mask = 0;
+	do
+	:: true ->
+		w = NONE; pk = 255;
+		i = 0;
+		do
+		:: i < W ->
+			if
+			:: sword[i] == SWAIT && ((mask >> i) & 1) == 0 && sticket[i] < pk ->
+				w = i; pk = sticket[i]
+			:: else
+			fi;
+			i++
+		:: else -> break
+		od;
+		if
+		:: w == NONE -> break
+		:: else -> mask = mask | (1 << w); queue_append(w)
+		fi
+	od;
+	i = 0;
+	do
+	:: i < W ->
+		if
+		:: sword[i] == SFREE -> sowner[i] = 0; sticket[i] = 0; slease[i] = NONE;
+		                        sleeping = sleeping & ~(1 << i)
+		:: sword[i] != SFREE && next_ticket <= sticket[i] -> next_ticket = sticket[i] + 1
+		:: else
+		fi;
+		i++
+	:: else -> break
+	od;
+	/* 4. the watcher role, if its holder's slot is gone */
+	if
+	:: watcher == NONE || sword[watcher] == SFREE ->
+		watcher = TAIL;
+		if
+		:: watcher != NONE -> wm = wm | (1 << watcher)
+		:: else
+		fi
+	:: else
+	fi;
+	/* 5. permits free while waiters queue: hand them on */
+	do
+	:: qlen > 0 ->
+		lease_pop();
+		if
+		:: l == NONE -> break
+		:: else -> avail--; pass_permit(l); wm = wm | (1 << w)
+		fi
+	:: else -> break
+	od;
+	i = 0; l = 0; w = 0; pk = 0; mask = 0;
+	/* the wakes, still inside lock() */
+	WAKE_LIST(CP)
+}
+
+/* ---- the invariants (DESIGN.md section 8), at every unlock ------------------------ */
+inline check_inv() {
+	pk = 0;  /* FREE */
+	j = 0;   /* HELD */
+	i = 0;
+	mask = 0; /* RESERVED */
+	do
+	:: i < N ->
+		if
+		:: lstate[i] == LFREE -> pk++
+		:: lstate[i] == LHELD ->
+			j++;
+			/* INV-ATTRIB: a HELD permit is reclaimable or its owner holds the token */
+			assert(DEADP(lowner[i]) ||
+			       (tok_l[lowner[i]] == i && tok_g[lowner[i]] == lgen[i]))
+		:: lstate[i] == LRES ->
+			mask++;
+			/* INV-GRANT (a RESERVED lease's own owner field may still name
+			 * the previous holder after a crash: it is reclaimed through
+			 * its slot's owner, and renamed when the waiter takes it) */
+			assert(lslot[i] < W && sword[lslot[i]] == SGRANT && slease[lslot[i]] == i)
+		:: else -> assert(false)
+		fi;
+		i++
+	:: else -> break
+	od;
+	/* INV-PERMITS: records add up to N and equal the counters */
+	assert(pk + j + mask == N);
+	assert(pk == avail && j == held && mask == reserved);
+	/* INV-QUEUE: exactly the WAITING slots, in increasing ticket order */
+	j = 0;
+	i = 0;
+	do
+	:: i < W ->
+		if
+		:: sword[i] == SWAIT ->
+			j++;
+			assert(sticket[i] < next_ticket)
+		:: sword[i] == SGRANT ->
+			/* INV-GRANT, the other way */
+			assert(slease[i] < N && lstate[slease[i]] == LRES && lslot[slease[i]] == i)
+		:: else
+		fi;
+		i++
+	:: else -> break
+	od;
+	assert(j == qlen);
+	i = 0;
+	do
+	:: i < qlen ->
+		assert(sword[q[i]] == SWAIT);
+		assert(i == 0 || sticket[q[i - 1]] < sticket[q[i]]);
+		i++
+	:: else -> break
+	od;
+	/* INV-NOBYPASS: no permit is free while a waiter queues */
+	assert(qlen == 0 || pk == 0);
+	/* INV-CLOSED */
+	assert(!closed || qlen == 0);
+	/* INV-WATCH */
+	assert(qlen == 0 || (watcher < W && sword[watcher] != SFREE));
+	/* tokens: a live process's token names a HELD lease it owns */
+	i = 1;
+	do
+	:: i <= NP ->
+		if
+		:: tok_l[i] != NONE && !DEADP(i) ->
+			assert(tok_l[i] < N && lstate[tok_l[i]] == LHELD &&
+			       lgen[tok_l[i]] == tok_g[i] && lowner[tok_l[i]] == i)
+		:: else
+		fi;
+		i++
+	:: else -> break
+	od;
+	i = 0; j = 0; pk = 0; mask = 0
+}
+
+/* ---- acquire.cc, reclaim.cc: one process ------------------------------------------ */
+/* Every queued waiter sleeps with a timeout: the watcher 1 ms
+ * (kWatchPeriodNs), the others kBackupPeriodNs x queue length. A wake-up by
+ * timeout that finds nothing to do changes nothing (the heartbeat store is
+ * abstracted), so only the wake-ups that find something are modelled, which
+ * keeps stuttering cycles out of the state space:
+ *   - the word left WAITING (a FUTEX_WAKE was skipped or lost);
+ *   - the watcher's pass (watch_step -> reclaim(), which always takes the
+ *     lock) has a dead owner to reclaim or a lock to repair;
+ *   - a backup finds the heartbeat stale -- the watcher's owner is dead or
+ *     the role is orphaned -- and its maybe_reclaim() or adopt_if_orphaned()
+ *     has something to do. (A live watcher that is merely late, > 20 ms,
+ *     also lets the backups run passes; those are the same passes that
+ *     try_acquire's maybe_reclaim() runs at arbitrary times here.) */
+#define STALE   (watcher >= W || sword[watcher] == SFREE || DEADP(sowner[watcher]))
+#define ORPHAN  (watcher >= W || sword[watcher] == SFREE)
+#define PASS_DUE ((watcher == s && (DEADREC || lock_dirty)) || \
+                  (watcher != s && STALE && (DEADREC || lock_dirty || ORPHAN)))
+
+/* reclaim(): scan without the lock, always lock (repair runs if the last
+ * owner died), reclaim the dead owners' records, wake after unlocking.
+ * (A waiter dying between the scan and the lock is the same as one dying
+ * at the top of its wait loop: the scan changes nothing.) */
+#define RECLAIM \
+	atomic { reclaim_scan() }; \
+	atomic { LOCK; reclaim_cs(); UNLOCK }; \
+	if \
+	:: wm != 0 -> atomic { WAKE_LIST(CBL) } \
+	:: else \
+	fi
+
+/* maybe_reclaim(): rate-limited to one pass per period across processes. */
+#define MAYBE_RECLAIM \
+	if \
+	:: true                  /* another pass ran < kWatchPeriodNs ago */ \
+	:: RECLAIM \
+	fi
+
+proctype P(byte me) {
+	byte ops, kind, r, s, t, l, g, w, i, j, n, vd, pk, mask, wm;
+#ifdef DOUBLE_RELEASE
+	byte ol, og;                      /* the spent token */
+#endif
+	bool cancelled, timedout;
+
+	do
+	:: ops < (me == 1 -> OPS1 : OPS) ->
+		ops++;
+		if
+		:: kind = K_WAIT
+		:: kind = K_TIMED
+		:: kind = K_TRY
+		fi;
+		/* (no crash point here: a process without records that dies is
+		 * indistinguishable from one that stops; see MODEL.md) */
+		atomic { LOCK; waiter_start(kind != K_TRY); UNLOCK };
+		if
+		:: r == R_AGAIN ->
+			/* maybe_reclaim(), one retry if it reclaimed anything, then
+			 * (acquire with an expired deadline) the lock for the stats */
+			if
+			:: DEADREC || lock_dirty ->
+				MAYBE_RECLAIM;
+				if
+				:: n > 0 -> atomic { n = 0; LOCK; waiter_start(false); UNLOCK }
+				:: else
+				fi
+			:: else
+			fi;
+			if
+			:: r == R_AGAIN -> atomic { LOCK; UNLOCK }
+			:: else
+			fi
+		:: r == R_QUEUED ->
+			do
+			:: atomic { sword[s] != SWAIT ->           /* waiter_poll() */
+			            LOCK; complete(false, 0); UNLOCK };
+			   break
+			:: atomic { sword[s] == SWAIT && timedout -> /* deadline passed */
+			            LOCK; complete(true, R_TIMEDOUT); UNLOCK };
+			   break
+			:: sword[s] == SWAIT && !timedout && PASS_DUE ->
+			   /* watch_step() */
+			   if
+			   :: watcher == s ->                        /* the watcher's pass */
+			      RECLAIM
+			   :: else ->                                /* a backup, stale beat */
+			      /* maybe_reclaim(): with the watcher gone, some backup
+			       * wins the rate limit within a period; modelled as
+			       * this one (a skip here could repeat forever) */
+			      RECLAIM;
+			      atomic { LOCK;                         /* adopt_if_orphaned() */
+			               if
+			               :: ORPHAN -> watcher = s
+			               :: else
+			               fi;
+			               UNLOCK }
+			   fi;
+			   n = 0
+			:: atomic { sword[s] == SWAIT && !timedout && !PASS_DUE ->
+			            /* sleeping = 1, recheck the word, FUTEX_WAIT (one
+			             * step: under sequential consistency the Dekker
+			             * pair cannot miss; a word that changed first is
+			             * the poll branch above) */
+			            sleeping = sleeping | (1 << s); asleep = asleep | (1 << me) };
+			   if
+			   :: atomic { ((asleep >> me) & 1) == 0 ->   /* FUTEX_WAKE */
+			               sleeping = sleeping & ~(1 << s) }
+			   :: atomic { kind == K_TIMED ->             /* the deadline */
+			               asleep = asleep & ~(1 << me); timedout = true;
+			               sleeping = sleeping & ~(1 << s) }
+			   :: atomic { sword[s] != SWAIT || PASS_DUE -> /* wake_at */
+			               asleep = asleep & ~(1 << me);
+			               sleeping = sleeping & ~(1 << s) }
+			   :: atomic { kind == K_TIMED && !cancelled ->
+			               /* the canceller thread: cancel_fire() ->
+			                * waiter_cancel_remote(), then its FUTEX_WAKE */
+			               cancelled = true; LOCK; cancel_remote(); UNLOCK;
+			               if
+			               :: sword[s] == SCANC ->
+			                  asleep = asleep & ~(1 << me);
+			                  sleeping = sleeping & ~(1 << s)
+			               :: else
+			               fi }
+			   :: DIE
+			   fi
+			:: DIE
+			od;
+			/* complete() wakes the next watcher after unlocking */
+			if
+			:: w != NONE -> atomic { CBL; WAKE(w); w = 0 }
+			:: else -> w = 0
+			fi;
+			s = 0; t = 0; cancelled = false; timedout = false
+		:: else
+		fi;
+		if
+		:: r == R_GOT ->
+			atomic { CBL; LOCK; release_cs(); UNLOCK };
+			/* release(): fence, then FUTEX_WAKE only if the waiter sleeps */
+			if
+			:: w != NONE ->
+			   atomic { CBL;
+			            if
+			            :: ((sleeping >> w) & 1) -> WAKE(w)
+			            :: else
+			            fi;
+			            w = 0 }
+			:: else -> w = 0
+			fi;
+#ifdef DOUBLE_RELEASE
+			atomic { LOCK; release_again(); UNLOCK; ol = 0; og = 0 };
+#endif
+			l = 0; g = 0
+		:: else
+		fi;
+		r = 0; kind = 0
+	:: else -> break
+	od;
+#ifdef SHUTDOWN
+	if
+	:: me == 1 -> atomic { LOCK; shutdown_cs(); UNLOCK }
+	:: else
+	fi;
+#endif
+	goto gone;
+die:
+	atomic {
+		asleep = asleep & ~(1 << me);
+		tok_l[me] = NONE; tok_g[me] = 0;
+		kind = 0; r = 0; s = 0; t = 0; l = 0; g = 0; w = 0; i = 0; j = 0;
+		n = 0; vd = 0; pk = 0; mask = 0; wm = 0; ops = 0;
+#ifdef DOUBLE_RELEASE
+		ol = 0; og = 0;
+#endif
+		cancelled = false; timedout = false
+	};
+gone:
+	finished++
+}
+
+init {
+	byte k;
+	atomic {
+		k = 0;
+		do
+		:: k < N -> lstate[k] = LFREE; lslot[k] = NONE; k++
+		:: else -> break
+		od;
+		k = 0;
+		do
+		:: k < W -> sword[k] = SFREE; slease[k] = NONE; q[k] = NONE; k++
+		:: else -> break
+		od;
+		k = 0;
+		do
+		:: k <= NP -> tok_l[k] = NONE; k++
+		:: else -> break
+		od;
+		k = 0;
+		avail = N;
+		watcher = NONE;
+		next_ticket = 1;
+		budget = MAXCRASH;
+		k = 1;
+		do
+		:: k <= NP -> run P(k); k++
+		:: else -> break
+		od;
+		k = 0
+	};
+	/* The crash window closes at an arbitrary moment. Without this, a state
+	 * where a waiter is stuck forever would still offer "crash" as a move
+	 * and would not show up as an invalid end state. */
+	budget = 0
+}
+
+#ifdef LTL_TERMINATES
+/* Liveness under weak fairness: every run ends with every process finished
+ * (a stuck or forever-polling waiter violates it). */
+ltl terminates { <> (finished == NP) }
+#endif

@@ -126,9 +126,9 @@ int main(void)
 	       (unsigned long long)st.acquisitions, (unsigned long long)st.timeouts,
 	       (unsigned long long)st.cancellations, st.available, st.permits,
 	       st.held, st.waiting);
-	printf("wait p50 <= %llu us, p99 <= %llu us (log2 buckets); invariant check: %s\n",
-	       (unsigned long long)shmsem_stat_wait_quantile(&st, 0.5) / 1000,
-	       (unsigned long long)shmsem_stat_wait_quantile(&st, 0.99) / 1000,
+	printf("wait p50 <= %.3f ms, p99 <= %.3f ms (log2 buckets); invariant check: %s\n",
+	       shmsem_stat_wait_quantile(&st, 0.5) / 1e6,
+	       shmsem_stat_wait_quantile(&st, 0.99) / 1e6,
 	       shmsem_check(s) == 0 ? "ok" : "BROKEN");
 	shmsem_detach(s);
 	shmsem_unlink(name);

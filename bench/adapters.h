@@ -69,14 +69,16 @@ class Shmsem {
     shmsem_lease_t l;
     int r = shmsem_acquire(s_, &l);
     if (r != 0) die("shmsem_acquire", r);
-    return uint64_t(l.index) << 32 | l.gen;
+    sem_ = l.sem;  // the same for every lease of this semaphore
+    return l.gen << 20 | l.index;  // index < 2^20; gen < 2^44 in any run
   }
   void release(uint64_t token) {
-    shmsem_lease_t l{uint32_t(token >> 32), uint32_t(token)};
+    shmsem_lease_t l{token >> 20, sem_, uint32_t(token & 0xfffff), 0};
     int r = shmsem_release(s_, &l);
     if (r != 0) die("shmsem_release", r);
   }
   shmsem_t *handle() { return s_; }
+  uint64_t sem_ = 0;
 
  private:
   shmsem_t *s_ = nullptr;

@@ -147,7 +147,7 @@ TEST(Open, ReadOnlyHandleCannotChangeAnything) {
   Segment seg(1);
   shmsem_t *ro = seg.open_again(SHMSEM_RDONLY);
   ASSERT_NE(ro, nullptr);
-  shmsem_lease_t l{0, 1};
+  shmsem_lease_t l{1, 0, 0, 0};
   EXPECT_EQ(shmsem_acquire(ro, &l), -EBADF);
   EXPECT_EQ(shmsem_try_acquire(ro, &l), -EBADF);
   EXPECT_EQ(shmsem_release(ro, &l), -EBADF);
@@ -234,13 +234,39 @@ TEST(Lease, UncontendedPathMakesNoSystemCall) {
   EXPECT_INVARIANTS(seg.get());
 }
 
-TEST(Lease, MalformedLeaseIsEinval) {
+TEST(Lease, MalformedLeaseIsEinvalAndChangesNothing) {
   Segment seg(1);
-  shmsem_lease_t bad_index{5, 1}, zero_gen{0, 0};
-  EXPECT_EQ(shmsem_release(seg.get(), &bad_index), -EINVAL);
-  EXPECT_EQ(shmsem_release(seg.get(), &zero_gen), -EINVAL);
-  EXPECT_EQ(shmsem_release(seg.get(), nullptr), -EINVAL);
-  EXPECT_COUNTS(seg.get(), 1, 0, 0, 0);
+  shmsem_t *s = seg.get();
+  shmsem_lease_t good;
+  ASSERT_EQ(shmsem_acquire(s, &good), 0);
+  shmsem_lease_t bad_index = good, zero_gen = good, reserved = good,
+                 other_sem = good, zero{0, 0, 0, 0};
+  bad_index.index = 5;
+  zero_gen.gen = 0;
+  reserved.__reserved = 1;
+  other_sem.sem ^= 1;
+  EXPECT_EQ(shmsem_release(s, &bad_index), -EINVAL);
+  EXPECT_EQ(shmsem_release(s, &zero_gen), -EINVAL);
+  EXPECT_EQ(shmsem_release(s, &reserved), -EINVAL);
+  EXPECT_EQ(shmsem_release(s, &other_sem), -EINVAL);
+  EXPECT_EQ(shmsem_release(s, &zero), -EINVAL);
+  EXPECT_EQ(shmsem_release(s, nullptr), -EINVAL);
+  EXPECT_COUNTS(s, 0, 1, 0, 0);
+  EXPECT_EQ(shmsem_release(s, &good), 0);
+  EXPECT_COUNTS(s, 1, 0, 0, 0);
+}
+
+TEST(Lease, TokenOfAnotherSemaphoreNeverReleasesThisOnesLease) {
+  Segment a(1), b(1);
+  shmsem_lease_t la, lb;
+  ASSERT_EQ(shmsem_acquire(a.get(), &la), 0);
+  ASSERT_EQ(shmsem_acquire(b.get(), &lb), 0);
+  ASSERT_EQ(la.index, lb.index);
+  ASSERT_EQ(la.gen, lb.gen) << "same record, same generation: only sem differs";
+  EXPECT_EQ(shmsem_release(b.get(), &la), -EINVAL);
+  EXPECT_COUNTS(b.get(), 0, 1, 0, 0);
+  EXPECT_EQ(shmsem_release(b.get(), &lb), 0);
+  EXPECT_EQ(shmsem_release(a.get(), &la), 0);
 }
 
 TEST(Lease, FailingTaskStillReleasesThroughRaii) {
@@ -266,12 +292,14 @@ TEST(Strerror, SpeaksTheSemaphoresWords) {
 }
 
 TEST(Abi, PublicStructSizesArePinned) {
-  EXPECT_EQ(sizeof(shmsem_lease_t), 8u);
+  EXPECT_EQ(sizeof(shmsem_lease_t), 24u);
   EXPECT_EQ(sizeof(shmsem_config), 48u);
   EXPECT_EQ(sizeof(shmsem_cancel_t), 48u);
   EXPECT_EQ(sizeof(struct shmsem_stat), 32u + 8 * 8 + 8 * SHMSEM_HIST_BUCKETS + 64);
   EXPECT_EQ(sizeof(detail::LeaseRecord), 64u);
-  EXPECT_EQ(sizeof(detail::WaiterSlot), 64u);
+  EXPECT_EQ(sizeof(detail::WaiterSlot), 128u);
+  EXPECT_EQ(offsetof(detail::WaiterSlot, owner), 64u) << "owner on line 2";
+  EXPECT_EQ(offsetof(shmsem_lease_t, index), 16u);
 }
 
 TEST(Stat, WaitQuantileReadsTheHistogram) {

@@ -5,7 +5,7 @@
 
 int main(void) {
 	shmsem_t *s = 0;
-	shmsem_lease_t lease = {0, 0};
+	shmsem_lease_t lease = {0, 0, 0, 0};
 	struct shmsem_config cfg;
 	shmsem_cancel_t cancel;
 	memset(&cfg, 0, sizeof cfg);

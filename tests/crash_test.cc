@@ -29,6 +29,18 @@ namespace {
 using testing::HookPoint;
 constexpr int kPoints = int(HookPoint::kCount);
 
+// shmsem_create's steps have their own test (create_test.cc): the victim
+// opens an existing semaphore and never passes them.
+bool is_create_point(int point) {
+  switch (HookPoint(point)) {
+    case HookPoint::CREATE_OPENED:
+    case HookPoint::CREATE_SIZED:
+    case HookPoint::CREATE_INITIALISED:
+    case HookPoint::CREATE_LINKED: return true;
+    default: return false;
+  }
+}
+
 // The victim's script, one step per operation; `op` names the step running.
 enum Op { kOpFast, kOpReleaseToWaiters, kOpQueued, kOpTimeout, kOpCancel,
           kOpReclaim, kOpRepair, kOpShutdown, kOpCount };
@@ -70,14 +82,24 @@ timespec in_us(long us) {
 
 // A grandchild that holds all N permits for `hold_us`, so the victim's next
 // acquire really queues. Its hook is off. Reaped by the test (subreaper).
-void spawn_blocker(shmsem_t *s, uint32_t permits, Board *b, long hold_us) {
+// until_closed: hold until the semaphore is closed instead (at most 10 s,
+// for a victim killed before it could close it), so that a waiter queues
+// behind it whatever the scheduling.
+void spawn_blocker(shmsem_t *s, uint32_t permits, Board *b, long hold_us,
+                   bool until_closed = false) {
   b->blocker_ready = 0;
   if (fork() == 0) {
     g_kill.point = -1;
     shmsem_lease_t x[4];
     for (uint32_t i = 0; i < permits; i++) shmsem_acquire(s, &x[i]);
     b->blocker_ready = 1;
-    std::this_thread::sleep_for(std::chrono::microseconds(hold_us));
+    if (until_closed)
+      wait_until([&] {
+        struct shmsem_stat st;
+        return shmsem_stat(s, &st) == 0 && st.closed;
+      }, std::chrono::seconds(10));
+    else
+      std::this_thread::sleep_for(std::chrono::microseconds(hold_us));
     for (uint32_t i = 0; i < permits; i++) shmsem_release(s, &x[i]);
     _exit(0);
   }
@@ -175,7 +197,7 @@ void victim_script(const std::string &name, uint32_t permits, Board *b,
   if (with_shutdown) {
     b->op = kOpShutdown;
     // A blocker and a queued grandchild, so shutdown has a waiter to fail.
-    spawn_blocker(s, permits, b, 3000);
+    spawn_blocker(s, permits, b, 0, true);
     if (fork() == 0) {
       g_kill.point = -1;
       shmsem_lease_t x;
@@ -186,7 +208,7 @@ void victim_script(const std::string &name, uint32_t permits, Board *b,
       struct shmsem_stat st;
       shmsem_stat(s, &st);
       return st.waiting >= 1;
-    }, std::chrono::milliseconds(500));
+    });
     shmsem_shutdown(s);
   }
   b->op = kOpCount;
@@ -280,6 +302,7 @@ TEST(Crash, FaultInjectionAtEveryHookPointOfEveryOperation) {
   const int seeds = env ? atoi(env) : 3;
   for (int point = 0; point < kPoints; point++)
     for (int nth = 1; nth <= seeds; nth++)
+      if (!is_create_point(point))
       for (uint32_t permits : {1u, 2u})
       for (bool sigkill : {true, false}) {
         bool shutdown = true;
@@ -303,9 +326,11 @@ TEST(Crash, FaultInjectionAtEveryHookPointOfEveryOperation) {
   printf("fault injection: %d cases run, %d killed at their point; by operation: %s\n",
          ran, reached, summary.c_str());
   // Every hook point must be reached by the script, or the test is blind.
-  for (int point = 0; point < kPoints; point++)
+  for (int point = 0; point < kPoints; point++) {
+    if (is_create_point(point)) continue;
     EXPECT_GT(per_point[point], 0)
         << "never killed at " << testing::hook_name(HookPoint(point));
+  }
 }
 
 // Random crash stress: workers doing random acquire / timed acquire / try /

@@ -31,8 +31,8 @@ TEST(Owner, ZombieHolderCountsAsDead) {
   // Wait until it is a zombie (exited, not reaped).
   ASSERT_TRUE(wait_until([&] {
     uint64_t st;
-    bool zombie = false;
-    return detail::proc_start_time(child, &st, &zombie) && zombie;
+    char state = 0;
+    return detail::proc_stat(child, &st, &state) && state == 'Z';
   }));
   EXPECT_COUNTS(s, 0, 1, 0, 0);
   EXPECT_EQ(shmsem_recover(s), 1) << "kill(pid, 0) would still say alive";
@@ -44,21 +44,36 @@ TEST(Owner, ZombieHolderCountsAsDead) {
   EXPECT_INVARIANTS(s);
 }
 
-TEST(Owner, RecycledPidIsNotTakenForTheOldOwner) {
+// Same pid (alive), another identity: the process that took the lease is
+// gone and its pid now belongs to someone else. Proven through the pidfs
+// inode, and on kernels without pidfs through the start time.
+void recycled_pid_case(unsigned limits, uint64_t start_delta,
+                       uint64_t ino_delta) {
   Segment seg(1);
   shmsem_t *s = seg.get();
   shmsem_lease_t l;
   ASSERT_EQ(shmsem_acquire(s, &l), 0);
+  testing::limit_liveness(limits);
   EXPECT_EQ(shmsem_recover(s), 0) << "we are alive";
-  // Same pid (alive), another start time: the process that took the lease
-  // is gone and its pid now belongs to someone else.
-  ASSERT_EQ(testing::set_lease_owner(s, l, getpid(),
-                                     detail::self_owner().start + 12345),
+  detail::Owner me = detail::self_owner();
+  ASSERT_EQ(testing::set_lease_owner(s, l, getpid(), me.start + start_delta,
+                                     me.ino + ino_delta),
             0);
   EXPECT_EQ(shmsem_recover(s), 1);
+  testing::limit_liveness(0);
   EXPECT_COUNTS(s, 1, 0, 0, 0);
   EXPECT_EQ(shmsem_release(s, &l), -EALREADY) << "reclaimed: the lease is gone";
   EXPECT_INVARIANTS(s);
+}
+
+TEST(Owner, RecycledPidIsNotTakenForTheOldOwnerByPidfsInode) {
+  if (detail::self_owner().ino == 0) GTEST_SKIP() << "no pidfs (Linux < 6.9)";
+  recycled_pid_case(0, 0, 1);
+}
+
+TEST(Owner, RecycledPidIsNotTakenForTheOldOwnerByStartTime) {
+  if (detail::self_owner().start == 0) GTEST_SKIP() << "/proc/self/stat unreadable";
+  recycled_pid_case(detail::kLimitNoPidfs, 12345, 0);
 }
 
 TEST(Owner, DeadHolderPermitGoesToTheHeadWaiterWithoutAnyCall) {

@@ -1,6 +1,8 @@
-// shmsem list [--json]: every semaphore in /dev/shm, recognised by its
-// header. Files that are not shmsem segments, that we cannot read, or that
-// are half-built (".shmsem-tmp-*", see DESIGN.md section 3) are skipped.
+// shmsem list [--all] [--json]: every semaphore in /dev/shm, recognised by
+// its header. Files that are not shmsem segments or that we cannot read are
+// skipped; half-built ones (".shmsem-tmp-*", left by a create killed on the
+// temporary-name route, see DESIGN.md section 3) are shown with --all only,
+// with whether their creator may still be alive.
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -20,6 +22,7 @@
 #include "common.h"
 #include "exit_codes.h"
 #include "layout.h"
+#include "publish.h"
 
 namespace shmsem::cli {
 namespace {
@@ -27,10 +30,12 @@ namespace {
 using Json = nlohmann::ordered_json;
 
 constexpr char kShmDir[] = "/dev/shm";
-constexpr char kTmpPrefix[] = ".shmsem-tmp-";
+using shmsem::detail::kTmpPrefix;
+using shmsem::detail::Leftover;
 
 struct ListOptions {
   bool json = false;
+  bool all = false;
 };
 
 struct Entry {
@@ -50,6 +55,44 @@ bool looks_like_shmsem(int dirfd, const char *file) {
             magic == shmsem::detail::kMagic;
   close(fd);
   return ok;
+}
+
+// "dead": kill(pid, 0) said ESRCH, so `shmsem recover --leftovers` removes
+// it; "alive": a process with that PID exists (maybe not the creator, but
+// it may be); "unknown": the name carries no PID.
+const char *creator_state(const Leftover &l) {
+  if (l.pid < 0) return "unknown";
+  return l.creator_gone ? "dead" : "alive";
+}
+
+std::vector<Leftover> find_leftovers() {
+  std::vector<Leftover> out;
+  shmsem::detail::scan_leftovers(
+      [](const Leftover &l, void *ctx) {
+        static_cast<std::vector<Leftover> *>(ctx)->push_back(l);
+      },
+      &out);
+  std::sort(out.begin(), out.end(), [](const Leftover &a, const Leftover &b) {
+    return strcmp(a.file, b.file) < 0;
+  });
+  return out;
+}
+
+void print_leftovers(const std::vector<Leftover> &leftovers) {
+  printf("\nLeftover temporary files of killed creates: %zu\n",
+         leftovers.size());
+  if (leftovers.empty()) return;
+  std::vector<std::vector<std::string>> rows;
+  bool any_dead = false;
+  for (const Leftover &l : leftovers) {
+    rows.push_back({l.file, std::to_string(l.size),
+                    l.pid < 0 ? "-" : std::to_string(l.pid), creator_state(l)});
+    any_dead |= l.pid >= 0 && l.creator_gone;
+  }
+  print_table(stdout, {"FILE", "SIZE", "PID", "CREATOR"}, rows);
+  if (any_dead)
+    printf("Remove those whose creator is dead with 'shmsem recover "
+           "--leftovers'.\n");
 }
 
 int run_list(const ListOptions &o) {
@@ -76,6 +119,8 @@ int run_list(const ListOptions &o) {
   closedir(dir);
   std::sort(found.begin(), found.end(),
             [](const Entry &a, const Entry &b) { return a.name < b.name; });
+  std::vector<Leftover> leftovers;
+  if (o.all) leftovers = find_leftovers();
 
   if (o.json) {
     Json j;
@@ -89,6 +134,17 @@ int run_list(const ListOptions &o) {
                                  {"held", e.st.held},
                                  {"reserved", e.st.reserved},
                                  {"waiting", e.st.waiting}});
+    if (o.all) {
+      j["leftovers"] = Json::array();
+      for (const Leftover &l : leftovers)
+        j["leftovers"].push_back(
+            {{"file", l.file},
+             {"path", std::string(kShmDir) + "/" + l.file},
+             {"pid", l.pid < 0 ? Json(nullptr) : Json(l.pid)},
+             {"creator", creator_state(l)},
+             {"size", l.size},
+             {"uid", l.uid}});
+    }
     printf("%s\n", j.dump(2).c_str());
   } else if (found.empty()) {
     printf("no semaphores in %s\n", kShmDir);
@@ -103,6 +159,7 @@ int run_list(const ListOptions &o) {
     print_table(stdout, {"NAME", "CAPACITY", "AVAILABLE", "HELD", "WAITING", "STATE"},
                 rows, "");
   }
+  if (o.all && !o.json) print_leftovers(leftovers);
   return fflush(stdout) == 0 ? kExitOk : kExitFailure;
 }
 
@@ -112,11 +169,15 @@ Subcommand add_list(CLI::App &parent) {
   auto o = std::make_shared<ListOptions>();
   CLI::App *sub = parent.add_subcommand(
       "list", "List the semaphores in /dev/shm that you can read");
+  sub->add_flag("-a,--all", o->all,
+                "Also list leftover .shmsem-tmp-* files of killed creates");
   sub->add_flag("-j,--json", o->json, "Print one JSON document instead of text");
   sub->footer("HELD counts reserved permits too (granted to a waiter that has "
-              "not yet returned).");
+              "not yet returned).\n--all: CREATOR is dead (no process has "
+              "its PID: 'shmsem recover --leftovers' removes it),\nalive "
+              "(a process has its PID, maybe the creator) or unknown.");
   return {sub, [o] { return run_list(*o); },
-          "shmsem list [--json]"};
+          "shmsem list [--all] [--json]"};
 }
 
 }  // namespace shmsem::cli

@@ -1,6 +1,11 @@
 // shmsem recover NAME: run a reclamation pass now (shmsem_recover) and say
 // how many permits and queue places of dead processes it freed.
+// shmsem recover --leftovers: remove the temporary files (".shmsem-tmp-*")
+// that creates killed on the temporary-name route left in /dev/shm, when
+// their creator provably no longer exists.
+#include <errno.h>
 #include <stdio.h>
+#include <string.h>
 
 #include <memory>
 #include <string>
@@ -8,9 +13,17 @@
 #include "commands.h"
 #include "common.h"
 #include "exit_codes.h"
+#include "publish.h"
 
 namespace shmsem::cli {
 namespace {
+
+using shmsem::detail::Leftover;
+
+struct RecoverOptions {
+  std::string name;
+  bool leftovers = false;
+};
 
 int run_recover(const std::string &name) {
   Handle h;
@@ -29,19 +42,84 @@ int run_recover(const std::string &name) {
   return kExitOk;
 }
 
+struct Tally {
+  int removed = 0, kept = 0, failed = 0;
+};
+
+// Called for every ".shmsem-tmp-*" file. remove_leftover checks the creator
+// again right before unlinking; one that may be alive is never touched.
+void recover_one(const Leftover &l, void *ctx) {
+  auto *t = static_cast<Tally *>(ctx);
+  int e = shmsem::detail::remove_leftover(l.file);
+  if (e == 0) {
+    printf("removed /dev/shm/%s (its creator, PID %d, is gone)\n", l.file,
+           int(l.pid));
+    t->removed++;
+  } else if (e == -EBUSY) {
+    if (l.pid < 0)
+      printf("kept /dev/shm/%s: its name carries no creator PID\n", l.file);
+    else
+      printf("kept /dev/shm/%s: a process with its creator's PID %d exists\n",
+             l.file, int(l.pid));
+    t->kept++;
+  } else if (e != -ENOENT) {  // ENOENT: someone else removed it meanwhile
+    fprintf(stderr, "shmsem: recover --leftovers: cannot remove /dev/shm/%s: %s%s\n",
+            l.file, strerror(-e),
+            e == -EPERM || e == -EACCES
+                ? "; it belongs to another user: run this as that user or as root"
+                : "");
+    t->failed++;
+  }
+}
+
+int run_leftovers() {
+  Tally t;
+  int n = shmsem::detail::scan_leftovers(recover_one, &t);
+  if (n < 0) {
+    fprintf(stderr, "shmsem: recover --leftovers: cannot read /dev/shm: %s\n",
+            strerror(-n));
+    return kExitFailure;
+  }
+  printf("removed %d leftover temporary %s; kept %d whose creator may be "
+         "alive\n",
+         t.removed, t.removed == 1 ? "file" : "files", t.kept);
+  return t.failed ? kExitFailure : kExitOk;
+}
+
+int run(const RecoverOptions &o) {
+  if (o.name.empty() && !o.leftovers) {
+    fprintf(stderr,
+            "shmsem: recover: NAME is required (or --leftovers)\n"
+            "Run 'shmsem recover --help' for more information.\n");
+    return kExitUsage;
+  }
+  int rc = kExitOk;
+  if (o.leftovers) rc = run_leftovers();
+  if (!o.name.empty()) {
+    int r = run_recover(o.name);
+    if (r != kExitOk) rc = r;
+  }
+  return rc;
+}
+
 }  // namespace
 
 Subcommand add_recover(CLI::App &parent) {
-  auto name = std::make_shared<std::string>();
+  auto o = std::make_shared<RecoverOptions>();
   CLI::App *sub = parent.add_subcommand(
       "recover",
       "Reclaim permits and queue places of processes that died");
-  add_name_option(sub, name.get());
+  add_name_option(sub, &o->name)->required(false);
+  sub->add_flag("-l,--leftovers", o->leftovers,
+                "Remove leftover .shmsem-tmp-* files whose creator is gone");
   sub->footer(
       "The library also does this by itself when a caller would otherwise "
-      "wait; this runs it now.\nNeeds read and write permission.");
-  return {sub, [name] { return run_recover(*name); },
-          "shmsem recover NAME"};
+      "wait; this runs it now.\nNeeds read and write permission.\n"
+      "--leftovers removes the files a killed create left in /dev/shm "
+      "(see 'shmsem list --all'), but\nnever one whose creator's PID "
+      "exists in this PID namespace.");
+  return {sub, [o] { return run(*o); },
+          "shmsem recover NAME\n       shmsem recover --leftovers"};
 }
 
 }  // namespace shmsem::cli

@@ -55,6 +55,7 @@ Json process_json(const ProcessInfo &p) {
   j["comm"] = p.comm.empty() ? Json(nullptr) : Json(p.comm);
   j["cmdline"] = p.cmdline.empty() ? Json(nullptr) : Json(p.cmdline);
   j["alive"] = p.alive;
+  j["liveness"] = p.liveness;
   return j;
 }
 
@@ -141,7 +142,7 @@ void render_text(const Snapshot &s, FILE *f) {
       rows.push_back({std::to_string(h.index) + ":" + std::to_string(h.gen),
                       h.reserved ? "reserved" : "held",
                       std::to_string(h.owner.pid), or_dash(h.owner.comm),
-                      h.owner.alive ? "alive" : "dead",
+                      h.owner.liveness,
                       format_duration(h.held_ns), or_dash(h.owner.cmdline)});
     print_table(f, {"LEASE", "STATE", "PID", "COMMAND", "ALIVE", "HELD FOR", "ARGS"},
                 rows);
@@ -155,7 +156,7 @@ void render_text(const Snapshot &s, FILE *f) {
     for (const Waiter &w : s.waiters)
       rows.push_back({std::to_string(w.position), std::to_string(w.ticket),
                       std::to_string(w.owner.pid), or_dash(w.owner.comm),
-                      w.owner.alive ? "alive" : "dead",
+                      w.owner.liveness,
                       format_duration(w.waiting_ns), or_dash(w.owner.cmdline)});
     print_table(f, {"POS", "TICKET", "PID", "COMMAND", "ALIVE", "WAITING FOR", "ARGS"},
                 rows);

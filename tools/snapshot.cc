@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <map>
+#include <tuple>
 
 #include "common.h"
 #include "handle.h"
@@ -43,7 +44,10 @@ std::string group_name(gid_t gid) {
 d::Owner read_owner(const d::Owner &o) {
   d::Owner copy{};
   copy.pid = peek(o.pid);
+  copy.tid = peek(o.tid);
   copy.start = peek(o.start);
+  copy.ino = peek(o.ino);
+  copy.tino = peek(o.tino);
   return copy;
 }
 
@@ -58,7 +62,7 @@ void read_holders(const shmsem_t *s, Snapshot *out) {
     h.gen = rec.gen.load(std::memory_order_relaxed);
     h.reserved = state == d::kLeaseReserved;
     d::Owner o = read_owner(rec.owner);
-    describe_process(o.pid, o.start, &h.owner);
+    describe_process(o, false, s->can_judge, &h.owner);
     uint64_t since = rec.since_ns.load(std::memory_order_relaxed);
     h.held_ns = now > since ? now - since : 0;
     out->holders.push_back(std::move(h));
@@ -71,7 +75,7 @@ Waiter make_waiter(const shmsem_t *s, uint32_t idx, uint64_t now) {
   w.slot = idx;
   w.ticket = peek(ws.ticket);
   d::Owner o = read_owner(ws.owner);
-  describe_process(o.pid, o.start, &w.owner);
+  describe_process(o, true, s->can_judge, &w.owner);
   uint64_t enq = ws.enq_ns.load(std::memory_order_relaxed);
   w.waiting_ns = now > enq ? now - enq : 0;
   return w;
@@ -110,30 +114,36 @@ void read_waiters(const shmsem_t *s, uint32_t waiting, Snapshot *out) {
 
 }  // namespace
 
-void describe_process(int32_t pid, uint64_t start, ProcessInfo *info) {
-  // Memoised per (pid, start): a semaphore with thousands of holders or
-  // waiters usually has few distinct processes, and /proc/<pid>/stat of a
-  // process with many threads costs time proportional to its threads.
-  static std::map<std::pair<int32_t, uint64_t>, ProcessInfo> seen;
-  auto it = seen.find({pid, start});
+void describe_process(const d::Owner &o, bool is_slot, bool can_judge,
+                      ProcessInfo *info) {
+  // Memoised per owner: a semaphore with thousands of holders or waiters
+  // usually has few distinct processes, and /proc/<pid>/stat of a process
+  // with many threads costs time proportional to its threads.
+  using Key = std::tuple<int32_t, int32_t, uint64_t, uint64_t, uint64_t, bool>;
+  static std::map<Key, ProcessInfo> seen;
+  Key key{o.pid, o.tid, o.start, o.ino, o.tino, is_slot};
+  auto it = seen.find(key);
   if (it != seen.end()) {
     *info = it->second;
     return;
   }
-  info->pid = pid;
-  d::Owner o{};
-  o.pid = pid;
-  o.start = start;
-  info->alive = d::owner_alive(o);
+  info->pid = o.pid;
+  // The library's rules: "dead" only with proof, and only by a process
+  // that shares the semaphore's PID namespace.
+  d::Verdict v = can_judge ? d::record_verdict(o, is_slot) : d::Verdict::kUnknown;
+  info->alive = v != d::Verdict::kDead;
+  info->liveness = v == d::Verdict::kAlive  ? "alive"
+                   : v == d::Verdict::kDead ? "dead"
+                                            : "unknown";
   // Name the process only if it is the recorded one (not a reused PID).
   uint64_t now_start = 0;
-  bool zombie = false;
-  if (d::proc_start_time(pid, &now_start, &zombie) &&
-      (start == 0 || now_start == start)) {
-    info->comm = proc_comm(pid);
-    info->cmdline = proc_cmdline(pid);
+  char state;
+  if (v == d::Verdict::kAlive && d::proc_stat(o.pid, &now_start, &state) &&
+      (o.start == 0 || now_start == o.start)) {
+    info->comm = proc_comm(o.pid);
+    info->cmdline = proc_cmdline(o.pid);
   }
-  seen[{pid, start}] = *info;
+  seen[key] = *info;
 }
 
 int take_snapshot(const std::string &name, Snapshot *out) {

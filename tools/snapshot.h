@@ -12,12 +12,15 @@
 
 #include <shmsem/shmsem.h>
 
+#include "layout.h"
+
 namespace shmsem::cli {
 
 // Who a lease or waiter slot belongs to, as far as /proc can tell.
 struct ProcessInfo {
   int32_t pid = 0;
-  bool alive = false;      // owner_alive(): running, same start time, not a zombie
+  bool alive = false;      // not proven dead (see liveness)
+  std::string liveness;    // "alive", "dead" (proven exited), "unknown" (counts as alive)
   std::string comm;        // /proc/<pid>/comm, "" if gone or PID reused
   std::string cmdline;     // /proc/<pid>/cmdline, space-joined, truncated
 };
@@ -26,7 +29,7 @@ struct ProcessInfo {
 // queued waiter that has not yet returned from its acquire.
 struct Holder {
   uint32_t index = 0;
-  uint32_t gen = 0;
+  uint64_t gen = 0;
   bool reserved = false;  // RESERVED (granted, waiter not yet returned)
   ProcessInfo owner;
   uint64_t held_ns = 0;  // since the grant (CLOCK_MONOTONIC_COARSE)
@@ -65,8 +68,10 @@ struct Snapshot {
 // from shmsem_open (-ENOENT, -EACCES, -EBADMSG, -EPROTO, -EXDEV, ...).
 int take_snapshot(const std::string &name, Snapshot *out);
 
-// Fill `info` for `pid` recorded with process start time `start`.
-void describe_process(int32_t pid, uint64_t start, ProcessInfo *info);
+// Fill `info` for the recorded owner of a lease or (is_slot) a waiter slot.
+// can_judge: this process shares the semaphore's PID namespace.
+void describe_process(const detail::Owner &o, bool is_slot, bool can_judge,
+                      ProcessInfo *info);
 
 }  // namespace shmsem::cli
 

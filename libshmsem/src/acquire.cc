@@ -4,6 +4,8 @@
 #include <errno.h>
 
 #include "cancel.h"
+#include "cancelstate.h"
+#include "release.h"
 #include "clock.h"
 #include "futex.h"
 #include "hooks.h"
@@ -30,18 +32,60 @@ bool spin_while_waiting(std::atomic<uint32_t> *word) {
   return false;
 }
 
+// A thread cancelled (pthread_cancel) while asleep in the queue leaves it
+// as a timeout would, from its cancellation cleanup: either it withdraws
+// owning nothing, or the grant won and the permit passes on, since nobody
+// will ever see that lease.
+struct CancelCleanup {
+  shmsem_t *s;
+  const Waiter *w;
+  shmsem_cancel_t *cancel;
+};
+
+void leave_on_thread_cancel(void *arg) {
+  auto *c = static_cast<CancelCleanup *>(arg);
+  c->s->slots[c->w->slot].sleeping.store(0, std::memory_order_relaxed);
+  shmsem_lease_t lease;
+  if (waiter_abandon(c->s, *c->w, -ECANCELED, &lease) == 0)
+    release(c->s, &lease);
+  if (c->cancel) cancel_disarm(c->cancel);
+}
+
+// The blocking acquires are cancellation points, as sem_wait(3) is, but
+// only here: asynchronous cancellation is enabled around the futex system
+// call alone, where the thread holds no lock and changes no shared state;
+// a cancellation requested earlier acts as soon as it is enabled.
+int sleep_cancellable(CancelCleanup *ctx, uint64_t wake_at) {
+  int r;
+  std::atomic<uint32_t> *word = waiter_word(ctx->s, *ctx->w);
+  pthread_cleanup_push(leave_on_thread_cancel, ctx);
+  int type;
+  pthread_setcanceltype(PTHREAD_CANCEL_ASYNCHRONOUS, &type);
+  pthread_setcancelstate(PTHREAD_CANCEL_ENABLE, nullptr);
+  r = futex_wait(word, kSlotWaiting, wake_at);
+  pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, nullptr);
+  pthread_setcanceltype(type, nullptr);
+  pthread_cleanup_pop(0);
+  return r;
+}
+
 }  // namespace
 
 int acquire(shmsem_t *s, const timespec *deadline_ts, shmsem_cancel_t *cancel,
             unsigned flags, shmsem_lease_t *lease) {
   if (!s || !lease || (flags & ~unsigned(SHMSEM_WAIT_INTERRUPTIBLE)))
     return -EINVAL;
-  if (deadline_ts && (deadline_ts->tv_sec < 0 || deadline_ts->tv_nsec < 0 ||
-                      deadline_ts->tv_nsec >= long(kNsPerSec)))
-    return -EINVAL;
+  uint64_t deadline = 0;
+  if (deadline_ts) {
+    int e = deadline_ns(deadline_ts, &deadline);
+    if (e) return e;
+  }
   if (cancel && cancel_fired(cancel)) return -ECANCELED;
-  const uint64_t deadline = deadline_ts ? ts_to_ns(*deadline_ts) : 0;
   const bool expired = deadline_ts && mono_ns() >= deadline;
+  // Thread cancellation acts only while the waiter sleeps (below); nothing
+  // else here may be cut short.
+  NoCancel no_cancel;
+  const bool cancellable = no_cancel.caller_state() == PTHREAD_CANCEL_ENABLE;
 
   Waiter w;
   int r = waiter_start(s, !expired, &w, lease);
@@ -92,9 +136,12 @@ int acquire(shmsem_t *s, const timespec *deadline_ts, shmsem_cancel_t *cancel,
     // Announce the sleep, then recheck (Dekker with release.cc): either we
     // see the grant, or the releaser sees `sleeping` and wakes us.
     sleeping.store(1, std::memory_order_seq_cst);
-    int fr = word->load(std::memory_order_seq_cst) == kSlotWaiting
-                 ? futex_wait(word, kSlotWaiting, wake_at)
-                 : -EAGAIN;
+    int fr = -EAGAIN;
+    if (word->load(std::memory_order_seq_cst) == kSlotWaiting) {
+      CancelCleanup ctx{s, &w, cancel};
+      fr = cancellable ? sleep_cancellable(&ctx, wake_at)
+                       : futex_wait(word, kSlotWaiting, wake_at);
+    }
     sleeping.store(0, std::memory_order_relaxed);
     SHMSEM_HOOK(WAIT_WOKEN);
     if (fr == -EINTR && (flags & SHMSEM_WAIT_INTERRUPTIBLE)) {

@@ -111,6 +111,25 @@ int check_locked(shmsem_t *s, char *msg, size_t len) {
     return fail(msg, len, "INV-NOBYPASS: a permit is free while waiters queue");
   if (nwaiting && c->closed.load(std::memory_order_relaxed))
     return fail(msg, len, "INV-CLOSED: waiters queued on a closed semaphore");
+  // The arrays of records in use hold exactly the HELD/RESERVED leases and
+  // the slots in use, each at the position its record names.
+  if (c->n_used_leases.load(std::memory_order_relaxed) != nheld + nres)
+    return fail(msg, len, "INV-USED: lease in-use count is wrong");
+  for (uint32_t i = 0; i < nheld + nres; i++) {
+    uint32_t l = s->used_leases[i].load(std::memory_order_relaxed);
+    if (l >= n || s->leases[l].used_pos != i ||
+        s->leases[l].state.load(std::memory_order_relaxed) == kLeaseFree)
+      return fail(msg, len, "INV-USED: lease in-use array is corrupt");
+  }
+  uint32_t nused_slots = m - nfree_slots;
+  if (c->n_used_slots.load(std::memory_order_relaxed) != nused_slots)
+    return fail(msg, len, "INV-USED: slot in-use count is wrong");
+  for (uint32_t i = 0; i < nused_slots; i++) {
+    uint32_t w = s->used_slots[i].load(std::memory_order_relaxed);
+    if (w >= m || s->slots[w].used_pos != i ||
+        s->slots[w].word.load(std::memory_order_relaxed) == kSlotFree)
+      return fail(msg, len, "INV-USED: slot in-use array is corrupt");
+  }
   uint32_t wt = c->watcher.load(std::memory_order_relaxed);
   if (nwaiting && (wt >= m || s->slots[wt].word.load(std::memory_order_relaxed) ==
                                   kSlotFree))

@@ -3,6 +3,7 @@
 #ifndef SHMSEM_SRC_CLOCK_H
 #define SHMSEM_SRC_CLOCK_H
 
+#include <errno.h>
 #include <stdint.h>
 #include <time.h>
 
@@ -10,8 +11,22 @@ namespace shmsem::detail {
 
 inline constexpr uint64_t kNsPerSec = 1'000'000'000ull;
 
+// Saturates: a time past 2^64 - 1 ns (year 2554 on a boot-relative clock)
+// is "never" rather than a wrapped, early time. tv_sec < 0 counts as 0.
 inline uint64_t ts_to_ns(const timespec &ts) {
+  constexpr uint64_t kMaxSec = ~uint64_t{0} / kNsPerSec - 1;
+  if (ts.tv_sec < 0) return 0;
+  if (uint64_t(ts.tv_sec) > kMaxSec) return ~uint64_t{0};
   return uint64_t(ts.tv_sec) * kNsPerSec + uint64_t(ts.tv_nsec);
+}
+
+// The one check of a deadline the API receives: tv_nsec in [0, 1e9) and
+// tv_sec >= 0, else -EINVAL; far-future times saturate (ts_to_ns).
+inline int deadline_ns(const timespec *ts, uint64_t *out) {
+  if (ts->tv_sec < 0 || ts->tv_nsec < 0 || ts->tv_nsec >= long(kNsPerSec))
+    return -EINVAL;
+  *out = ts_to_ns(*ts);
+  return 0;
 }
 inline timespec ns_to_ts(uint64_t ns) {
   timespec ts;

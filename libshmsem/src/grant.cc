@@ -23,7 +23,7 @@ uint32_t pass_permit(shmsem_t *s, uint32_t l) {
     // Nobody queued: back to the pool.
     rec.state.store(kLeaseFree, std::memory_order_release);  // commit
     SHMSEM_HOOK(RELEASE_FREED);
-    lease_push(s, l);
+    lease_free(s, l);
     counter_add(c->available, 1);
     return kNone;
   }
@@ -43,7 +43,7 @@ uint32_t pass_permit(shmsem_t *s, uint32_t l) {
   // waiter that never got it, and nobody would ever reclaim it (found by
   // the SPIN model, verify/MODEL.md). A RESERVED lease is reclaimed through
   // its slot's owner, never its own.
-  rec.owner = ws.owner;
+  rec.owner = process_of(ws.owner);
   counter_add(c->reserved, 1);
   SHMSEM_HOOK(RELEASE_RESERVED);
   // Release: a waiter that reads GRANTED sees the lease fields above.
@@ -60,7 +60,7 @@ int finish_slot(shmsem_t *s, uint32_t w, shmsem_lease_t *lease) {
     case kSlotGranted: {
       uint32_t l = ws.lease;
       LeaseRecord &rec = s->leases[l];
-      rec.owner = ws.owner;  // named before HELD (see pass_permit)
+      rec.owner = process_of(ws.owner);  // named before HELD (see pass_permit)
       rec.state.store(kLeaseHeld, std::memory_order_release);  // commit
       counter_add(c->reserved, -1);
       counter_add(c->held, 1);
@@ -68,8 +68,7 @@ int finish_slot(shmsem_t *s, uint32_t w, shmsem_lease_t *lease) {
       uint64_t enq = ws.enq_ns.load(std::memory_order_relaxed);
       record_wait(s, now > enq ? now - enq : 0);
       SHMSEM_HOOK(WAIT_CONSUME_COMMITTED);
-      lease->index = l;
-      lease->gen = rec.gen.load(std::memory_order_relaxed);
+      fill_token(s, l, rec.gen.load(std::memory_order_relaxed), lease);
       r = 0;
       break;
     }

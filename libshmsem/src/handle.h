@@ -14,8 +14,14 @@ struct shmsem_handle {
   shmsem::detail::Core *core;
   shmsem::detail::LeaseRecord *leases;
   shmsem::detail::WaiterSlot *slots;
+  std::atomic<uint32_t> *used_leases;  // core.n_used_leases of them in use
+  std::atomic<uint32_t> *used_slots;
   uint32_t permits;
   uint32_t max_waiters;
+  uint64_t nonce;  // header.nonce, copied once at open
+  // This process may judge other processes dead: it shares the segment's
+  // PID namespace, proven at open (docs/DESIGN.md, "What counts as dead").
+  bool can_judge;
 };
 
 #endif  // SHMSEM_SRC_HANDLE_H

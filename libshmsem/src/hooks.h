@@ -31,7 +31,11 @@ namespace shmsem::detail {
   X(RECLAIM_SCANNED)           /* dead owners found, lock not yet taken */    \
   X(RECLAIM_LOCKED)            /* reclamation holds the lock */               \
   X(RECLAIM_ONE)               /* one record reclaimed, lock held */          \
-  X(REPAIR_LOCKED)             /* repair after EOWNERDEAD, lock held */
+  X(REPAIR_LOCKED)             /* repair after EOWNERDEAD, lock held */      \
+  X(CREATE_OPENED)             /* create: unnamed file open, empty */         \
+  X(CREATE_SIZED)              /* create: file sized, not initialised */      \
+  X(CREATE_INITIALISED)        /* create: segment built, not yet named */     \
+  X(CREATE_LINKED)             /* create: linked under its name */
 
 enum class HookPoint : int {
 #define SHMSEM_X(name) name,

@@ -17,7 +17,7 @@ namespace shmsem::detail {
 
 inline constexpr size_t kCacheLine = 64;
 inline constexpr uint64_t kMagic = 0x0100'4d45'534d'4853ull;  // "SHMSEM\0\1"
-inline constexpr uint32_t kLayoutVersion = 1;
+inline constexpr uint32_t kLayoutVersion = 2;
 inline constexpr uint32_t kReady = 0x5245'4459u;  // "READY", stored last
 inline constexpr uint32_t kNone = 0xffff'ffffu;   // "no index"
 
@@ -38,15 +38,28 @@ enum SlotState : uint32_t {
   kSlotClosed = 0x534c'0005u,
 };
 
-// Who owns a record: a PID is only meaningful together with the process
-// start time (clock ticks since boot), so a recycled PID is never mistaken
-// for the old owner.
+// Who owns a record. A PID alone is not an identity (PIDs are recycled), so
+// the owner also records what names that very process for the life of the
+// boot: its pidfs inode (Linux 6.9+) and its start time (field 22 of
+// /proc/<pid>/stat); either may be 0 when it could not be learnt. Waiter
+// slots also name the waiting thread (tid and its pidfs inode), because a
+// wait belongs to the thread that waits: exec kills it while the process
+// lives on. Leases belong to the process (tid = 0). docs/DESIGN.md §7,
+// "What counts as dead".
 struct Owner {
   int32_t pid;
-  uint32_t pad;
+  int32_t tid;
   uint64_t start;
+  uint64_t ino;
+  uint64_t tino;
 };
-static_assert(sizeof(Owner) == 16);
+static_assert(sizeof(Owner) == 32);
+// The process part of an owner: what a lease records.
+inline Owner process_of(Owner o) {
+  o.tid = 0;
+  o.tino = 0;
+  return o;
+}
 
 struct Header {
   uint64_t magic;
@@ -57,26 +70,30 @@ struct Header {
   uint32_t max_waiters;
   uint64_t lease_off;
   uint64_t slot_off;
-  uint64_t pidns;  // inode of the creator's PID namespace
+  uint64_t used_off;  // used_leases[permits] then used_slots[max_waiters]
+  uint64_t pidns;     // inode of the creator's PID namespace (0: unknown)
   uint64_t created_ns;  // CLOCK_REALTIME of creation, for display only
+  uint64_t nonce;  // random per creation: tokens name their semaphore
 };
-static_assert(sizeof(Header) <= kCacheLine);
+static_assert(sizeof(Header) <= 2 * kCacheLine);
 
 struct alignas(kCacheLine) LeaseRecord {
   std::atomic<uint32_t> state;  // LeaseState; the commit word
-  std::atomic<uint32_t> gen;    // bumped on every grant; 0 never valid
-  Owner owner;
-  uint32_t slot;       // RESERVED: the slot it is granted to
+  uint32_t slot;                // RESERVED: the slot it is granted to
+  std::atomic<uint64_t> gen;    // bumped on every grant; 0 never valid
+  Owner owner;                  // process only (tid, tino are 0)
   uint32_t next_free;  // free-list link (rebuildable)
+  uint32_t used_pos;   // index in used_leases while HELD/RESERVED (rebuildable)
   std::atomic<uint64_t> since_ns;  // coarse monotonic time of the grant
 };
 static_assert(sizeof(LeaseRecord) == kCacheLine);
 
+// Two cache lines: the futex word and the fields the hand-off touches on the
+// first, the owner on the second.
 struct alignas(kCacheLine) WaiterSlot {
   std::atomic<uint32_t> word;  // SlotState; the futex word and commit word
   uint32_t lease;              // GRANTED: the lease reserved for it
   uint64_t ticket;             // position in FIFO order, never reused
-  Owner owner;
   std::atomic<uint64_t> enq_ns;  // monotonic time of enqueue
   uint32_t prev;  // queue links (rebuildable)
   uint32_t next;
@@ -84,8 +101,10 @@ struct alignas(kCacheLine) WaiterSlot {
   // 1 while the owner is (about to be) in FUTEX_WAIT on `word`: a release
   // to a waiter still spinning skips the FUTEX_WAKE. Advisory only.
   std::atomic<uint32_t> sleeping;
+  uint32_t used_pos;  // index in used_slots while not FREE (rebuildable)
+  alignas(kCacheLine) Owner owner;
 };
-static_assert(sizeof(WaiterSlot) == kCacheLine);
+static_assert(sizeof(WaiterSlot) == 2 * kCacheLine);
 
 // Everything below `lock` is changed only while holding it; the std::atomic
 // types are for lock-free readers (read-only status, the waiter's poll).
@@ -104,6 +123,13 @@ struct alignas(kCacheLine) Core {
   uint32_t pad0;
   uint64_t next_ticket;
   std::atomic<uint64_t> last_reclaim_ns;  // rate limit for lazy reclamation
+  // The watcher's period (ns), adapted to what a pass costs; the backups
+  // and the rate limit read it. Advisory: clamped by every reader.
+  std::atomic<uint64_t> watch_period_ns;
+  // Compact arrays of the records in use (section 7): a reclamation pass
+  // costs what the live records cost, not N + W. Rebuilt by repair.
+  std::atomic<uint32_t> n_used_leases;
+  std::atomic<uint32_t> n_used_slots;
 
   alignas(kCacheLine) std::atomic<uint64_t> acquisitions;
   std::atomic<uint64_t> timeouts;
@@ -116,20 +142,23 @@ struct alignas(kCacheLine) Core {
   std::atomic<uint64_t> wait_hist[SHMSEM_HIST_BUCKETS];
 };
 
-inline constexpr size_t kCoreOff = kCacheLine;
+inline constexpr size_t kCoreOff = 2 * kCacheLine;
 static_assert(sizeof(Header) <= kCoreOff);
 
 inline constexpr size_t align_up(size_t v, size_t a) { return (v + a - 1) / a * a; }
 
 // Geometry of a segment for N permits and W waiter slots.
 struct Geometry {
-  uint64_t lease_off, slot_off, total_size;
+  uint64_t lease_off, slot_off, used_off, total_size;
 };
 inline Geometry geometry(uint32_t permits, uint32_t max_waiters) {
   Geometry g;
   g.lease_off = align_up(kCoreOff + sizeof(Core), kCacheLine);
   g.slot_off = g.lease_off + uint64_t{permits} * sizeof(LeaseRecord);
-  g.total_size = g.slot_off + uint64_t{max_waiters} * sizeof(WaiterSlot);
+  g.used_off = g.slot_off + uint64_t{max_waiters} * sizeof(WaiterSlot);
+  g.total_size = align_up(
+      g.used_off + (uint64_t{permits} + max_waiters) * sizeof(uint32_t),
+      kCacheLine);
   return g;
 }
 

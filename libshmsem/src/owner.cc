@@ -2,172 +2,302 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/magic.h>
 #include <poll.h>
-#include <sys/syscall.h>
-#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
-#include <mutex>
-#include <new>
+#include <atomic>
+
+#include "testing_state.h"
+
+#ifndef PIDFS_MAGIC
+#define PIDFS_MAGIC 0x50494446
+#endif
+#ifndef PIDFD_THREAD
+#define PIDFD_THREAD O_EXCL
+#endif
+#ifndef PIDFD_GET_PID_NAMESPACE
+#define PIDFD_GET_PID_NAMESPACE _IO(0xFF, 5)
+#endif
 
 namespace shmsem::detail {
 namespace {
 
-Owner g_self;
-std::atomic<bool> g_self_valid{false};
-std::once_flag g_atfork_once;
-std::mutex g_self_mu;
-
-void forget_self() { g_self_valid.store(false, std::memory_order_relaxed); }
-void reset_pidfds_in_child();
-
-}  // namespace
-
-bool proc_start_time(int32_t pid, uint64_t *start, bool *zombie) {
-  if (pid <= 0) return false;
-  char path[64], buf[1024];
-  snprintf(path, sizeof path, "/proc/%d/stat", int(pid));
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return false;
-  ssize_t n = read(fd, buf, sizeof buf - 1);
-  close(fd);
-  if (n <= 0) return false;
-  buf[n] = '\0';
-  // The command name (field 2) may contain spaces and ')': skip to the last ')'.
-  const char *p = strrchr(buf, ')');
-  if (!p) return false;
-  p += 2;  // field 3: state
-  char state = *p;
-  // Fields 3..21 precede starttime (field 22): skip 19 fields.
-  for (int field = 3; field < 22; field++) {
-    p = strchr(p, ' ');
-    if (!p) return false;
-    p++;
-  }
-  *start = strtoull(p, nullptr, 10);
-  *zombie = state == 'Z' || state == 'X' || state == 'x';
-  return true;
-}
-
-const Owner &self_owner() {
-  if (!g_self_valid.load(std::memory_order_acquire)) {
-    std::call_once(g_atfork_once, [] {
-      pthread_atfork(nullptr, nullptr, [] {
-        forget_self();
-        reset_pidfds_in_child();
-      });
-    });
-    std::lock_guard<std::mutex> guard(g_self_mu);
-    if (g_self_valid.load(std::memory_order_acquire)) return g_self;
-    Owner o{};
-    o.pid = getpid();
-    bool zombie = false;
-    if (!proc_start_time(o.pid, &o.start, &zombie)) o.start = 0;
-    g_self = o;
-    g_self_valid.store(true, std::memory_order_release);
-  }
-  return g_self;
-}
-
-namespace {
-
-// Liveness verdicts of live owners are cached as pidfds: once (pid, start)
-// is verified against /proc, a pidfd pins that very process, and poll()
-// on it reports its exit (zombie included) with one cheap system call.
-// The reclamation pass asks about the same few owners every millisecond.
-struct PidfdCache {
-  static constexpr int kSize = 32;
-  struct Entry {
-    Owner owner;
-    int fd;
-    uint64_t used;
-  } e[kSize];
-  int n = 0;
-  uint64_t clock = 0;
-  std::mutex mu;
-};
-PidfdCache *g_pidfds = new PidfdCache;  // never freed: used until exit
-
-void reset_pidfds_in_child() {
-  // The parent's lock state is meaningless here; the fds still name the
-  // same processes, so the entries stay valid.
-  new (&g_pidfds->mu) std::mutex;
-}
-
-int pidfd_open_(int32_t pid) {
-#ifdef SYS_pidfd_open
-  return int(syscall(SYS_pidfd_open, pid, 0));
+// Test builds can take features away to exercise the fallbacks.
+bool limited(unsigned what) {
+#ifdef SHMSEM_TESTING
+  return g_liveness_limits.load(std::memory_order_relaxed) & what;
 #else
+  (void)what;
+  return false;
+#endif
+}
+
+// pidfd_open(2); -1 with errno on failure.
+int pidfd_open_(pid_t pid, unsigned flags) {
+  if (limited(kLimitNoPidfd)) {
+    errno = ENOSYS;
+    return -1;
+  }
+#ifdef SYS_pidfd_open
+  return int(syscall(SYS_pidfd_open, pid, flags));
+#else
+  (void)pid, (void)flags;
   errno = ENOSYS;
   return -1;
 #endif
 }
 
-bool exited(int fd) {
-  pollfd p{fd, POLLIN, 0};
-  return poll(&p, 1, 0) == 1;
+// The pidfs inode of a pidfd: unique to one process (or thread) for the life
+// of the boot (Linux 6.9+). 0 if the pidfd does not live on pidfs.
+uint64_t pidfs_ino(int fd) {
+  if (limited(kLimitNoPidfs)) return 0;
+  struct statfs sf;
+  struct stat st;
+  if (fstatfs(fd, &sf) != 0 || sf.f_type != PIDFS_MAGIC) return 0;
+  if (fstat(fd, &st) != 0) return 0;
+  return uint64_t(st.st_ino);
 }
 
-// 1 alive, 0 dead, -1 unknown (no pidfd support).
-int cached_alive(const Owner &o) {
-  PidfdCache &c = *g_pidfds;
-  std::lock_guard<std::mutex> guard(c.mu);
-  for (int i = 0; i < c.n; i++) {
-    if (c.e[i].owner.pid != o.pid || c.e[i].owner.start != o.start) continue;
-    if (!exited(c.e[i].fd)) {
-      c.e[i].used = ++c.clock;
-      return 1;
-    }
-    close(c.e[i].fd);
-    c.e[i] = c.e[--c.n];
-    return 0;
-  }
-  int fd = pidfd_open_(o.pid);
-  if (fd < 0) return errno == ESRCH ? 0 : -1;
-  uint64_t start = 0;
-  bool zombie = false;
-  // The pidfd pins the process it was opened on; if the pid was recycled
-  // in between, /proc shows the new start time and the verdict is "dead".
-  if (!proc_start_time(o.pid, &start, &zombie) || zombie ||
-      (o.start && start != o.start) || exited(fd)) {
-    close(fd);
-    return 0;
-  }
-  if (c.n == PidfdCache::kSize) {  // evict the least recently used
-    int lru = 0;
-    for (int i = 1; i < c.n; i++)
-      if (c.e[i].used < c.e[lru].used) lru = i;
-    close(c.e[lru].fd);
-    c.e[lru] = c.e[--c.n];
-  }
-  fcntl(fd, F_SETFD, FD_CLOEXEC);
-  c.e[c.n++] = {o, fd, ++c.clock};
-  return 1;
+// POLLIN on a pidfd: the process (thread, for PIDFD_THREAD) has exited,
+// zombie included; for a process, only once every thread has exited.
+bool pidfd_exited(int fd) {
+  pollfd p{fd, POLLIN, 0};
+  return poll(&p, 1, 0) == 1 && (p.revents & (POLLIN | POLLHUP));
 }
+
+// Reads /proc/<path>/stat into buf. The command name (field 2) may hold
+// spaces and ')': everything after the last ')' is fields 3 onwards.
+const char *read_stat(const char *path, char *buf, size_t len) {
+  if (limited(kLimitNoProc)) return nullptr;
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return nullptr;
+  ssize_t n = read(fd, buf, len - 1);
+  close(fd);
+  if (n <= 0) return nullptr;
+  buf[n] = '\0';
+  const char *p = strrchr(buf, ')');
+  return p && p[1] == ' ' ? p + 2 : nullptr;
+}
+
+// Start time and state from the fields after the command name.
+bool parse_stat(const char *p, uint64_t *start, char *state) {
+  *state = *p;
+  for (int field = 3; field < 22; field++) {  // skip to field 22
+    p = strchr(p, ' ');
+    if (!p) return false;
+    p++;
+  }
+  char *end;
+  errno = 0;
+  unsigned long long v = strtoull(p, &end, 10);
+  if (end == p || errno) return false;
+  *start = v;
+  return true;
+}
+
+// What this process learns about itself once.
+struct Self {
+  Owner owner;
+  // /proc shows our PID namespace: /proc/self/stat names us by our getpid().
+  // A PID namespace without its own /proc mount shows another numbering,
+  // in which /proc/<pid> is some other process.
+  bool proc_ours;
+};
+
+Self compute_self() {
+  Self me{};
+  me.owner.pid = getpid();
+  int fd = pidfd_open_(me.owner.pid, 0);
+  if (fd >= 0) {
+    me.owner.ino = pidfs_ino(fd);
+    close(fd);
+  }
+  char buf[1024];
+  const char *p = read_stat("/proc/self/stat", buf, sizeof buf);
+  char state;
+  if (p && atoi(buf) == me.owner.pid) {
+    me.proc_ours = true;
+    if (!parse_stat(p, &me.owner.start, &state)) me.owner.start = 0;
+  }
+  return me;
+}
+
+// The page that forgets across fork: all zero in any child (MADV_WIPEONFORK,
+// Linux 4.14+), so a child of fork(), _Fork() or a raw clone() never takes
+// its parent's identity, and no lock is ever held here that a fork could
+// interrupt. `ready` goes 0 -> 1 (one thread computing) -> 2.
+struct SelfPage {
+  std::atomic<uint32_t> ready;
+  Self self;
+};
+std::atomic<SelfPage *> g_page{nullptr};
+std::atomic<bool> g_no_wipe{false};
+
+SelfPage *self_page() {
+  SelfPage *p = g_page.load(std::memory_order_acquire);
+  if (p || g_no_wipe.load(std::memory_order_relaxed)) return p;
+  const size_t len = size_t(sysconf(_SC_PAGESIZE));
+  void *m = mmap(nullptr, len, PROT_READ | PROT_WRITE,
+                 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (m == MAP_FAILED) return nullptr;
+  if (madvise(m, len, MADV_WIPEONFORK) != 0) {
+    munmap(m, len);
+    g_no_wipe.store(true, std::memory_order_relaxed);
+    return nullptr;
+  }
+  SelfPage *expected = nullptr;
+  if (!g_page.compare_exchange_strong(expected, static_cast<SelfPage *>(m),
+                                      std::memory_order_acq_rel)) {
+    munmap(m, len);
+    return expected;
+  }
+  return static_cast<SelfPage *>(m);
+}
+
+Self self() {
+  SelfPage *p = self_page();
+  if (!p) {
+    // No MADV_WIPEONFORK (Linux < 4.14): nothing can be cached safely
+    // across a fork that runs no handler, so learn it again every time.
+    return compute_self();
+  }
+  if (p->ready.load(std::memory_order_acquire) == 2) return p->self;
+  Self me = compute_self();
+  uint32_t expected = 0;
+  if (p->ready.compare_exchange_strong(expected, 1,
+                                       std::memory_order_acquire)) {
+    p->self = me;
+    p->ready.store(2, std::memory_order_release);
+  }
+  return me;
+}
+
+// The calling thread's identity, recomputed in a new process.
+struct ThreadSelf {
+  int32_t pid;
+  int32_t tid;
+  uint64_t tino;
+};
+thread_local ThreadSelf t_self;
 
 }  // namespace
 
-bool owner_alive(const Owner &o) {
-  int v = cached_alive(o);
-  if (v >= 0) return v == 1;
-  uint64_t start = 0;
-  bool zombie = false;
-  if (!proc_start_time(o.pid, &start, &zombie)) {
-    // No such process -- unless /proc itself is unreadable, in which case
-    // nothing can be judged and everybody counts as alive.
-    return !proc_start_time(self_owner().pid, &start, &zombie);
+Owner self_owner() { return self().owner; }
+
+Owner self_waiter_owner() {
+  Owner o = self_owner();
+  if (t_self.pid != o.pid) {
+    ThreadSelf ts{o.pid, int32_t(syscall(SYS_gettid)), 0};
+    int fd = pidfd_open_(ts.tid, PIDFD_THREAD);
+    if (fd >= 0) {
+      ts.tino = pidfs_ino(fd);
+      close(fd);
+    }
+    t_self = ts;
   }
-  // start == 0: the owner could not read its own start time.
-  return !zombie && (o.start == 0 || start == o.start);
+  o.tid = t_self.tid;
+  o.tino = t_self.tino;
+  return o;
+}
+
+bool proc_stat(pid_t pid, uint64_t *start, char *state) {
+  if (pid <= 0 || !self().proc_ours) return false;
+  char path[64], buf[1024];
+  snprintf(path, sizeof path, "/proc/%d/stat", int(pid));
+  const char *p = read_stat(path, buf, sizeof buf);
+  return p && parse_stat(p, start, state);
+}
+
+Verdict process_verdict(const Owner &o) {
+  if (o.pid <= 0) return Verdict::kUnknown;  // not a record we can judge
+  const Self me = self();
+  if (o.pid == me.owner.pid) {
+    // Our own pid: us, unless the record names an earlier process.
+    if ((o.ino && me.owner.ino && o.ino != me.owner.ino) ||
+        (o.start && me.owner.start && o.start != me.owner.start))
+      return Verdict::kDead;
+    return Verdict::kAlive;
+  }
+  int fd = pidfd_open_(o.pid, 0);
+  if (fd < 0) {
+    // ESRCH: no process has this pid in our namespace (the caller has
+    // proven it is the segment's), so the recorded one has exited and been
+    // reaped. EINVAL: the number now names a thread, not a process, so it
+    // was recycled. Anything else (ENOSYS, EPERM, EMFILE): ask kill().
+    if (errno == ESRCH) return Verdict::kDead;
+    if (errno == EINVAL && !limited(kLimitNoPidfd)) return Verdict::kDead;
+    if (kill(o.pid, 0) != 0 && errno == ESRCH) return Verdict::kDead;
+    uint64_t start;
+    char state;
+    if (o.start && proc_stat(o.pid, &start, &state) && start != o.start)
+      return Verdict::kDead;  // recycled
+    return Verdict::kUnknown;
+  }
+  Verdict v = Verdict::kUnknown;
+  // The pidfd pins whichever process has the pid now. If that one has
+  // exited, so has the recorded one (it is that one, or an earlier one).
+  if (pidfd_exited(fd)) {
+    v = Verdict::kDead;
+  } else if (uint64_t ino = pidfs_ino(fd); ino && o.ino) {
+    v = ino == o.ino ? Verdict::kAlive : Verdict::kDead;  // else recycled
+  } else if (o.start) {
+    uint64_t start;
+    char state;
+    if (proc_stat(o.pid, &start, &state))
+      v = start == o.start ? Verdict::kAlive : Verdict::kDead;
+  }
+  close(fd);
+  return v;
+}
+
+Verdict thread_verdict(const Owner &o) {
+  if (o.tid <= 0) return Verdict::kUnknown;
+  int fd = pidfd_open_(o.tid, PIDFD_THREAD);
+  if (fd < 0) {
+    // ESRCH: no thread has this tid in our namespace. EINVAL: the kernel
+    // predates PIDFD_THREAD (6.9): nothing is known.
+    return errno == ESRCH ? Verdict::kDead : Verdict::kUnknown;
+  }
+  Verdict v = Verdict::kUnknown;
+  if (pidfd_exited(fd)) {
+    v = Verdict::kDead;
+  } else if (uint64_t ino = pidfs_ino(fd); ino && o.tino) {
+    v = ino == o.tino ? Verdict::kAlive : Verdict::kDead;
+  }
+  close(fd);
+  return v;
+}
+
+Verdict record_verdict(const Owner &o, bool is_slot) {
+  Verdict p = process_verdict(o);
+  if (!is_slot || p == Verdict::kDead) return p;
+  return thread_verdict(o) == Verdict::kDead ? Verdict::kDead : p;
 }
 
 uint64_t pidns_inode() {
   struct stat st;
-  if (stat("/proc/self/ns/pid", &st) != 0) return 0;
-  return uint64_t(st.st_ino);
+  if (!limited(kLimitNoProc) && stat("/proc/self/ns/pid", &st) == 0)
+    return uint64_t(st.st_ino);
+  int fd = pidfd_open_(getpid(), 0);
+  if (fd < 0) return 0;
+  uint64_t ino = 0;
+  int ns = ioctl(fd, PIDFD_GET_PID_NAMESPACE, 0);
+  if (ns >= 0) {
+    if (fstat(ns, &st) == 0) ino = uint64_t(st.st_ino);
+    close(ns);
+  }
+  close(fd);
+  return ino;
 }
 
 }  // namespace shmsem::detail

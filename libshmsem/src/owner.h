@@ -1,27 +1,44 @@
-// Owner identity and liveness: a process is named by its PID plus its start
-// time (field 22 of /proc/<pid>/stat, clock ticks since boot), so a recycled
-// PID never passes for the old owner. A zombie is dead for our purposes.
+// Owner identity and liveness. A verdict of "dead" needs positive proof that
+// exactly the recorded process (or waiting thread) has exited; anything the
+// checker cannot establish is "unknown", which every caller treats as
+// alive. docs/DESIGN.md §7, "What counts as dead", gives the rules.
 #ifndef SHMSEM_SRC_OWNER_H
 #define SHMSEM_SRC_OWNER_H
 
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "layout.h"
 
 namespace shmsem::detail {
 
-// This process, cached (reset in fork children by a pthread_atfork handler),
-// so the fast path makes no system call.
-const Owner &self_owner();
+enum class Verdict { kAlive, kDead, kUnknown };
 
-// Start time of `pid` and whether it is running (not a zombie).
-// Returns false if the process does not exist.
-bool proc_start_time(int32_t pid, uint64_t *start, bool *zombie);
+// This process (tid = tino = 0). Computed once per process without a lock
+// and kept in a MADV_WIPEONFORK page, so a child of fork(), vfork-free
+// _Fork() or clone() sees a wiped page and recomputes: no atfork handler,
+// and no system call after the first.
+Owner self_owner();
+// This process and the calling thread (for a waiter slot).
+Owner self_waiter_owner();
 
-// True if the recorded owner is still a live process.
-bool owner_alive(const Owner &o);
+// Has the process named by `o` (pid, start, ino) provably exited? A zombie
+// has exited. A thread-group leader that exited while other threads run
+// has not.
+Verdict process_verdict(const Owner &o);
+// Has the thread named by `o` (tid, tino) provably exited?
+Verdict thread_verdict(const Owner &o);
+// The verdict on a record's owner: a lease belongs to its process, a waiter
+// slot to its thread (dead if either is provably gone).
+Verdict record_verdict(const Owner &o, bool is_slot);
 
-// Inode of this process's PID namespace (0 if it cannot be read).
+// Start time (field 22) and state letter (field 3) of `pid` from
+// /proc/<pid>/stat, only when /proc shows this process's PID namespace.
+// Returns false when it cannot be read: that proves nothing.
+bool proc_stat(pid_t pid, uint64_t *start, char *state);
+
+// Inode of this process's PID namespace, from /proc/self/ns/pid or, without
+// /proc, from its pidfd (PIDFD_GET_PID_NAMESPACE, Linux 6.11+); 0 unknown.
 uint64_t pidns_inode();
 
 }  // namespace shmsem::detail

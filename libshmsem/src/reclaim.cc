@@ -1,14 +1,22 @@
-// Reclaiming the records of dead processes. Liveness is judged outside the
-// lock (it reads /proc), then applied under the lock only to records whose
-// owner is still exactly the dead (pid, start time): a record reused by a
-// live process meanwhile is left alone. A dead process never comes back, so
-// a stale "dead" verdict is still true.
+// Reclaiming the records of dead processes and gone waiting threads.
+//
+// A pass reads the arrays of records in use without the lock, copies each
+// owner, and judges each distinct owner once (owner.h: "dead" only with
+// proof). Then, under the lock and in bounded chunks, it reclaims only the
+// records whose owner is still byte-for-byte a dead one: a record reused by
+// a live process meanwhile is left alone, and a dead process never comes
+// back, so a stale "dead" verdict is still true. The pass costs what the
+// records in use cost, never N + W.
 #include "reclaim.h"
 
 #include <errno.h>
+#include <string.h>
 
+#include <algorithm>
+#include <tuple>
 #include <vector>
 
+#include "cancelstate.h"
 #include "clock.h"
 #include "futex.h"
 #include "hooks.h"
@@ -19,44 +27,169 @@
 namespace shmsem::detail {
 namespace {
 
+// Records reclaimed per lock hold: bounds the time others wait for the lock.
+constexpr size_t kChunk = 64;
+
 bool same(const Owner &a, const Owner &b) {
-  return a.pid == b.pid && a.start == b.start;
+  return a.pid == b.pid && a.tid == b.tid && a.start == b.start &&
+         a.ino == b.ino && a.tino == b.tino;
 }
 
-struct Verdicts {
-  std::vector<Owner> alive, dead;
-  // By value: `o` is read from the segment without the lock and may change
-  // under us; the verdict must be about exactly the bytes we remember.
-  void judge(Owner o) {
-    for (const Owner &x : alive)
-      if (same(x, o)) return;
-    for (const Owner &x : dead)
-      if (same(x, o)) return;
-    (owner_alive(o) ? alive : dead).push_back(o);
-  }
-  bool is_dead(const Owner &o) const {
-    for (const Owner &x : dead)
-      if (same(x, o)) return true;
-    return false;
-  }
+// A copy of an owner read without the lock; may be torn, and then it names
+// nobody in particular: judged as it is, and matched as a whole later.
+Owner read_owner(const Owner &o) {
+  Owner c;
+  c.pid = __atomic_load_n(&o.pid, __ATOMIC_RELAXED);
+  c.tid = __atomic_load_n(&o.tid, __ATOMIC_RELAXED);
+  c.start = __atomic_load_n(&o.start, __ATOMIC_RELAXED);
+  c.ino = __atomic_load_n(&o.ino, __ATOMIC_RELAXED);
+  c.tino = __atomic_load_n(&o.tino, __ATOMIC_RELAXED);
+  return c;
+}
+
+struct Candidate {
+  uint32_t idx;
+  bool slot;
+  Owner owner;
 };
+
+// Each distinct process and thread judged once per pass: sort, dedupe,
+// then binary search (a pass over 32k distinct owners is O(k log k)).
+class Verdicts {
+ public:
+  explicit Verdicts(const std::vector<Candidate> &cands) {
+    for (const Candidate &c : cands) {
+      procs_.push_back({pkey(c.owner), Verdict::kUnknown});
+      if (c.slot) threads_.push_back({tkey(c.owner), Verdict::kUnknown});
+    }
+    settle(procs_, [](const PKey &k) {
+      Owner o{};
+      std::tie(o.pid, o.start, o.ino) = k;
+      return process_verdict(o);
+    });
+    settle(threads_, [](const TKey &k) {
+      Owner o{};
+      std::tie(o.tid, o.tino) = k;
+      return thread_verdict(o);
+    });
+  }
+  bool dead(const Candidate &c) const {
+    if (find(procs_, pkey(c.owner)) == Verdict::kDead) return true;
+    return c.slot && find(threads_, tkey(c.owner)) == Verdict::kDead;
+  }
+
+ private:
+  using PKey = std::tuple<int32_t, uint64_t, uint64_t>;
+  using TKey = std::tuple<int32_t, uint64_t>;
+  static PKey pkey(const Owner &o) { return {o.pid, o.start, o.ino}; }
+  static TKey tkey(const Owner &o) { return {o.tid, o.tino}; }
+  template <typename K, typename F>
+  static void settle(std::vector<std::pair<K, Verdict>> &v, F judge) {
+    std::sort(v.begin(), v.end(),
+              [](const auto &a, const auto &b) { return a.first < b.first; });
+    v.erase(std::unique(v.begin(), v.end(),
+                        [](const auto &a, const auto &b) {
+                          return a.first == b.first;
+                        }),
+            v.end());
+    for (auto &e : v) e.second = judge(e.first);
+  }
+  template <typename K>
+  static Verdict find(const std::vector<std::pair<K, Verdict>> &v,
+                      const K &k) {
+    auto it = std::lower_bound(
+        v.begin(), v.end(), k,
+        [](const auto &e, const K &key) { return e.first < key; });
+    return it != v.end() && it->first == k ? it->second : Verdict::kUnknown;
+  }
+  std::vector<std::pair<PKey, Verdict>> procs_;
+  std::vector<std::pair<TKey, Verdict>> threads_;
+};
+
+// Slots first: dead waiters leave before dead holders' permits are passed
+// on, so a permit never goes to a dead waiter in the same pass.
+std::vector<Candidate> collect(shmsem_t *s) {
+  std::vector<Candidate> cands;
+  Core *c = s->core;
+  uint32_t n = std::min(c->n_used_slots.load(std::memory_order_relaxed),
+                        s->max_waiters);
+  for (uint32_t i = 0; i < n; i++) {
+    uint32_t w = s->used_slots[i].load(std::memory_order_relaxed);
+    if (w >= s->max_waiters ||
+        s->slots[w].word.load(std::memory_order_acquire) == kSlotFree)
+      continue;
+    cands.push_back({w, true, read_owner(s->slots[w].owner)});
+  }
+  n = std::min(c->n_used_leases.load(std::memory_order_relaxed), s->permits);
+  for (uint32_t i = 0; i < n; i++) {
+    uint32_t l = s->used_leases[i].load(std::memory_order_relaxed);
+    // RESERVED leases are reclaimed through their slot's owner.
+    if (l >= s->permits ||
+        s->leases[l].state.load(std::memory_order_acquire) != kLeaseHeld)
+      continue;
+    cands.push_back({l, false, read_owner(s->leases[l].owner)});
+  }
+  return cands;
+}
+
+// Under the lock: reclaim one record if it still belongs to `c.owner`.
+// Appends slots to wake; returns the records reclaimed.
+int reclaim_one(shmsem_t *s, const Candidate &cand,
+                std::vector<uint32_t> *wake) {
+  Core *c = s->core;
+  int n = 0;
+  if (cand.slot) {
+    WaiterSlot &ws = s->slots[cand.idx];
+    uint32_t word = ws.word.load(std::memory_order_relaxed);
+    if (word == kSlotFree || !same(ws.owner, cand.owner)) return 0;
+    if (word == kSlotWaiting) queue_unlink(s, cand.idx);
+    uint32_t l = word == kSlotGranted ? ws.lease : kNone;
+    slot_free(s, cand.idx);  // commit
+    uint32_t nw = watcher_leave(s, cand.idx);
+    if (nw != kNone) wake->push_back(nw);
+    stat_bump(c->reclaimed_waiters);
+    n++;
+    if (l != kNone && l < s->permits &&
+        s->leases[l].state.load(std::memory_order_relaxed) == kLeaseReserved) {
+      // Granted to a waiter that died before returning: pass it on.
+      counter_add(c->reserved, -1);
+      uint32_t g = pass_permit(s, l);
+      if (g != kNone) wake->push_back(g);
+      stat_bump(c->reclaimed_holders);
+      n++;
+    }
+  } else {
+    LeaseRecord &rec = s->leases[cand.idx];
+    if (rec.state.load(std::memory_order_relaxed) != kLeaseHeld ||
+        !same(rec.owner, cand.owner))
+      return 0;
+    counter_add(c->held, -1);
+    uint32_t g = pass_permit(s, cand.idx);  // commit inside
+    if (g != kNone) wake->push_back(g);
+    stat_bump(c->reclaimed_holders);
+    n++;
+  }
+  SHMSEM_HOOK(RECLAIM_ONE);
+  return n;
+}
 
 }  // namespace
 
 int reclaim(shmsem_t *s) {
   if (!s) return -EINVAL;
   if (s->rdonly) return -EBADF;
-  // 1. Without the lock: whose records are these, and are they alive?
-  // (Racy reads of owners are fine: they are only candidates.)
-  Verdicts v;
-  for (uint32_t l = 0; l < s->permits; l++) {
-    uint32_t st = s->leases[l].state.load(std::memory_order_acquire);
-    if (st == kLeaseHeld || st == kLeaseReserved) v.judge(s->leases[l].owner);
+  NoCancel no_cancel;  // the pass reads /proc and polls: cancellation points
+  // 1. Without the lock: the records in use, and is each owner alive? A
+  // process that cannot prove it shares the segment's PID namespace judges
+  // nobody (every pid it would look up may name another process).
+  std::vector<Candidate> dead;
+  if (s->can_judge) {
+    std::vector<Candidate> cands = collect(s);
+    Verdicts v(cands);
+    for (const Candidate &c : cands)
+      if (v.dead(c)) dead.push_back(c);
   }
-  for (uint32_t w = 0; w < s->max_waiters; w++)
-    if (s->slots[w].word.load(std::memory_order_acquire) != kSlotFree)
-      v.judge(s->slots[w].owner);
-  if (v.dead.empty()) {
+  if (dead.empty()) {
     // Still take the lock once: if its owner died inside a critical
     // section, this is what runs repair() when nobody else is locking
     // (e.g. a releaser died between RESERVED and GRANTED while every other
@@ -66,58 +199,32 @@ int reclaim(shmsem_t *s) {
   }
   SHMSEM_HOOK(RECLAIM_SCANNED);
 
-  // 2. Under the lock: dead waiters first, so that the permits reclaimed
-  // next go to live waiters.
-  std::vector<uint32_t> wake;
+  // 2. Under the lock, a bounded chunk at a time.
   int n = 0;
-  {
-    LockGuard guard(s);
-    SHMSEM_HOOK(RECLAIM_LOCKED);
-    Core *c = s->core;
-    for (uint32_t w = 0; w < s->max_waiters; w++) {
-      WaiterSlot &ws = s->slots[w];
-      uint32_t word = ws.word.load(std::memory_order_relaxed);
-      if (word == kSlotFree || !v.is_dead(ws.owner)) continue;
-      if (word == kSlotWaiting) queue_unlink(s, w);
-      uint32_t l = word == kSlotGranted ? ws.lease : kNone;
-      slot_free(s, w);  // commit
-      uint32_t nw = watcher_leave(s, w);
-      if (nw != kNone) wake.push_back(nw);
-      stat_bump(c->reclaimed_waiters);
-      n++;
-      if (l != kNone && l < s->permits &&
-          s->leases[l].state.load(std::memory_order_relaxed) == kLeaseReserved) {
-        // Granted to a waiter that died before returning: pass it on.
-        counter_add(c->reserved, -1);
-        uint32_t g = pass_permit(s, l);
-        if (g != kNone) wake.push_back(g);
-        stat_bump(c->reclaimed_holders);
-        n++;
-      }
-      SHMSEM_HOOK(RECLAIM_ONE);
+  std::vector<uint32_t> wake;
+  for (size_t i = 0; i < dead.size(); i += kChunk) {
+    {
+      LockGuard guard(s);
+      SHMSEM_HOOK(RECLAIM_LOCKED);
+      for (size_t j = i; j < dead.size() && j < i + kChunk; j++)
+        n += reclaim_one(s, dead[j], &wake);
     }
-    for (uint32_t l = 0; l < s->permits; l++) {
-      LeaseRecord &rec = s->leases[l];
-      if (rec.state.load(std::memory_order_relaxed) != kLeaseHeld ||
-          !v.is_dead(rec.owner))
-        continue;
-      counter_add(c->held, -1);
-      uint32_t g = pass_permit(s, l);  // commit inside
-      if (g != kNone) wake.push_back(g);
-      stat_bump(c->reclaimed_holders);
-      n++;
-      SHMSEM_HOOK(RECLAIM_ONE);
-    }
+    for (uint32_t w : wake) futex_wake(&s->slots[w].word, 1);
+    wake.clear();
   }
-  for (uint32_t w : wake) futex_wake(&s->slots[w].word, 1);
   return n;
+}
+
+uint64_t watch_period(shmsem_t *s) {
+  uint64_t p = s->core->watch_period_ns.load(std::memory_order_relaxed);
+  return std::clamp(p, kWatchPeriodNs, kMaxWatchPeriodNs);
 }
 
 int maybe_reclaim(shmsem_t *s) {
   if (s->rdonly) return 0;
   uint64_t now = real_mono_ns();
   uint64_t last = s->core->last_reclaim_ns.load(std::memory_order_relaxed);
-  if (now - last < kWatchPeriodNs) return 0;
+  if (now - last < watch_period(s)) return 0;
   // One process per period wins the right to scan.
   if (!s->core->last_reclaim_ns.compare_exchange_strong(
           last, now, std::memory_order_relaxed))
@@ -140,24 +247,30 @@ void adopt_if_orphaned(shmsem_t *s, uint32_t slot) {
 
 uint64_t watch_step(shmsem_t *s, uint32_t slot) {
   uint64_t now = real_mono_ns();
+  uint64_t period = watch_period(s);
   if (!is_watcher(s, slot)) {
     uint64_t beat = s->core->last_reclaim_ns.load(std::memory_order_relaxed);
-    if (now - beat < kStaleNs) {
+    if (now - beat < std::max(kStaleNs, 4 * period)) {
       uint64_t n = s->core->waiting.load(std::memory_order_relaxed);
-      return now + kBackupPeriodNs * (n ? n : 1);
+      return now + std::max(period, kBackupPeriodNs * (n ? n : 1));
     }
     // Stale heartbeat: reclaim (which frees a dead watcher's slot and
     // passes the role on), and take the role if it is still orphaned.
     maybe_reclaim(s);
     adopt_if_orphaned(s, slot);
-    if (!is_watcher(s, slot)) return now + kBackupPeriodNs;
+    if (!is_watcher(s, slot)) return now + std::max(period, kBackupPeriodNs);
   }
   // The watcher is alone in its role, so it runs its pass every period
   // without the rate limit (whose jitter against the timer would skip every
-  // other pass), and publishes the heartbeat the backups read.
+  // other pass), and publishes the heartbeat the backups read. The period
+  // grows with what a pass costs, so the watcher spends at most about
+  // 1/kPassBudget of a CPU however many records are in use.
   s->core->last_reclaim_ns.store(now, std::memory_order_relaxed);
   reclaim(s);
-  return now + kWatchPeriodNs;
+  uint64_t cost = real_mono_ns() - now;
+  period = std::clamp(cost * kPassBudget, kWatchPeriodNs, kMaxWatchPeriodNs);
+  s->core->watch_period_ns.store(period, std::memory_order_relaxed);
+  return now + period;
 }
 
 }  // namespace shmsem::detail

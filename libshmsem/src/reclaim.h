@@ -10,12 +10,18 @@
 
 namespace shmsem::detail {
 
-inline constexpr uint64_t kWatchPeriodNs = 1'000'000;  // 1 ms
+inline constexpr uint64_t kWatchPeriodNs = 1'000'000;  // 1 ms, the floor
+// The watcher's period is kPassBudget times what its last pass cost, within
+// [kWatchPeriodNs, kMaxWatchPeriodNs] (core.watch_period_ns).
+inline constexpr uint64_t kPassBudget = 200;
+inline constexpr uint64_t kMaxWatchPeriodNs = 1'000'000'000;  // 1 s
 
 // A full pass now: returns the number of leases plus slots reclaimed.
 int reclaim(shmsem_t *s);
-// reclaim() unless another pass started less than kWatchPeriodNs ago.
+// reclaim() unless another pass started less than one period ago.
 int maybe_reclaim(shmsem_t *s);
+// The current watch period (core.watch_period_ns, clamped).
+uint64_t watch_period(shmsem_t *s);
 
 // The backup check: a waiter that is not the watcher sleeps at most
 // kBackupPeriodNs times the queue length (so the whole queue wakes about

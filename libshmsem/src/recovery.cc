@@ -63,11 +63,17 @@ void repair(shmsem_t *s) {
   // 3. Free lists, queue and counters from the record states.
   uint32_t avail = 0, held = 0, reserved = 0;
   c->free_lease = kNone;
+  c->n_used_leases.store(0, std::memory_order_relaxed);
+  c->n_used_slots.store(0, std::memory_order_relaxed);
   for (uint32_t l = n; l-- > 0;) {
     LeaseRecord &rec = s->leases[l];
     switch (rec.state.load(std::memory_order_relaxed)) {
-      case kLeaseHeld: held++; break;
-      case kLeaseReserved: reserved++; break;
+      case kLeaseHeld:
+      case kLeaseReserved:
+        (rec.state.load(std::memory_order_relaxed) == kLeaseHeld ? held
+                                                                 : reserved)++;
+        used_add(c->n_used_leases, s->used_leases, l, &rec.used_pos);
+        break;
       default:
         rec.state.store(kLeaseFree, std::memory_order_relaxed);
         lease_push(s, l);
@@ -89,6 +95,7 @@ void repair(shmsem_t *s) {
       c->free_slot = w;
       continue;
     }
+    used_add(c->n_used_slots, s->used_slots, w, &ws.used_pos);
     max_ticket = std::max(max_ticket, ws.ticket);
     if (word == kSlotWaiting) queued.push_back(w);
   }

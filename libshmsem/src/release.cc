@@ -13,8 +13,13 @@ namespace shmsem::detail {
 int release(shmsem_t *s, shmsem_lease_t *lease) {
   if (!s || !lease) return -EINVAL;
   if (s->rdonly) return -EBADF;
-  const uint32_t l = lease->index, gen = lease->gen;
-  if (l >= s->permits || gen == 0) return -EINVAL;
+  // A token names its semaphore (a nonce drawn at creation): one of another
+  // semaphore, or of an earlier one under the same name, is not ours.
+  const uint32_t l = lease->index;
+  const uint64_t gen = lease->gen;
+  if (lease->sem != s->nonce || l >= s->permits || gen == 0 ||
+      lease->__reserved)
+    return -EINVAL;
   uint32_t wake;
   {
     LockGuard guard(s);

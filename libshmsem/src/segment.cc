@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -17,6 +18,8 @@
 #include "clock.h"
 #include "lock.h"
 #include "owner.h"
+#include "publish.h"
+#include "reclaim.h"
 
 namespace shmsem::detail {
 namespace {
@@ -27,6 +30,23 @@ constexpr char kShmDir[] = "/dev/shm";
 
 std::atomic<uint32_t> g_tmp_counter{0};
 
+// A 64-bit value that names this creation of a semaphore: tokens carry it,
+// so a token of another semaphore, or of an earlier one under the same
+// name, is refused. getrandom(2), or a mix of clocks, pid and addresses if
+// the entropy pool cannot answer now.
+uint64_t draw_nonce() {
+  uint64_t v = 0;
+  if (getrandom(&v, sizeof v, GRND_NONBLOCK) == ssize_t(sizeof v) && v)
+    return v;
+  timespec a, b;
+  clock_gettime(CLOCK_REALTIME, &a);
+  clock_gettime(CLOCK_MONOTONIC, &b);
+  v = uint64_t(a.tv_nsec) * 0x9e3779b97f4a7c15ull ^ uint64_t(a.tv_sec) << 20 ^
+      uint64_t(b.tv_nsec) * 0xbf58476d1ce4e5b9ull ^ uint64_t(getpid()) << 40 ^
+      uint64_t(reinterpret_cast<uintptr_t>(&v));
+  return v ? v : 1;
+}
+
 int init_segment(void *base, uint32_t permits, uint32_t max_waiters) {
   Geometry g = geometry(permits, max_waiters);
   auto *hdr = static_cast<Header *>(base);
@@ -36,12 +56,14 @@ int init_segment(void *base, uint32_t permits, uint32_t max_waiters) {
   auto *slots =
       reinterpret_cast<WaiterSlot *>(static_cast<char *>(base) + g.slot_off);
 
-  // The file is fresh from ftruncate, so all bytes are zero.
+  // The file is fresh from ftruncate, so all bytes are zero (which is also
+  // an empty array of records in use).
   int e = init_lock(&core->lock);
   if (e) return e;
   core->available.store(permits, std::memory_order_relaxed);
   core->head = core->tail = core->watcher = kNone;
   core->next_ticket = 1;
+  core->watch_period_ns.store(kWatchPeriodNs, std::memory_order_relaxed);
   for (uint32_t i = 0; i < permits; i++) {
     leases[i].state.store(kLeaseFree, std::memory_order_relaxed);
     leases[i].slot = kNone;
@@ -63,7 +85,9 @@ int init_segment(void *base, uint32_t permits, uint32_t max_waiters) {
   hdr->max_waiters = max_waiters;
   hdr->lease_off = g.lease_off;
   hdr->slot_off = g.slot_off;
+  hdr->used_off = g.used_off;
   hdr->pidns = pidns_inode();
+  hdr->nonce = draw_nonce();
   timespec now;
   clock_gettime(CLOCK_REALTIME, &now);
   hdr->created_ns = ts_to_ns(now);
@@ -72,21 +96,46 @@ int init_segment(void *base, uint32_t permits, uint32_t max_waiters) {
   return 0;
 }
 
-shmsem_t *make_handle(void *base, size_t size, bool rdonly) {
+// Builds the handle from the header fields segment_validate() checked,
+// copied once: a writer changing the header later cannot enlarge the
+// geometry this process trusts.
+shmsem_t *make_handle(void *base, size_t size, bool rdonly,
+                      const Header &hdr) {
   auto *s = new (std::nothrow) shmsem_t;
   if (!s) return nullptr;
-  auto *hdr = static_cast<Header *>(base);
+  char *b = static_cast<char *>(base);
   s->base = base;
   s->size = size;
   s->rdonly = rdonly;
-  s->hdr = hdr;
-  s->core = reinterpret_cast<Core *>(static_cast<char *>(base) + kCoreOff);
-  s->leases =
-      reinterpret_cast<LeaseRecord *>(static_cast<char *>(base) + hdr->lease_off);
-  s->slots =
-      reinterpret_cast<WaiterSlot *>(static_cast<char *>(base) + hdr->slot_off);
-  s->permits = hdr->permits;
-  s->max_waiters = hdr->max_waiters;
+  s->hdr = static_cast<Header *>(base);
+  s->core = reinterpret_cast<Core *>(b + kCoreOff);
+  s->leases = reinterpret_cast<LeaseRecord *>(b + hdr.lease_off);
+  s->slots = reinterpret_cast<WaiterSlot *>(b + hdr.slot_off);
+  s->used_leases = reinterpret_cast<std::atomic<uint32_t> *>(b + hdr.used_off);
+  s->used_slots = s->used_leases + hdr.permits;
+  s->permits = hdr.permits;
+  s->max_waiters = hdr.max_waiters;
+  s->nonce = hdr.nonce;
+  s->can_judge = false;
+  return s;
+}
+
+// A process may judge owners dead only if it provably shares the segment's
+// PID namespace: both inodes known and equal. Known and different is
+// -EXDEV; unknown on either side opens, but this handle never reclaims.
+int check_pidns(const Header &hdr, bool *can_judge) {
+  uint64_t ns = pidns_inode();
+  if (hdr.pidns && ns && hdr.pidns != ns) return -EXDEV;
+  *can_judge = hdr.pidns && ns;
+  return 0;
+}
+
+// The creator's handle on the segment it has just built (and trusts).
+shmsem_t *created_handle(void *base, size_t size) {
+  Header hdr;
+  memcpy(static_cast<void *>(&hdr), base, sizeof hdr);
+  shmsem_t *s = make_handle(base, size, false, hdr);
+  if (s) s->can_judge = hdr.pidns != 0;
   return s;
 }
 
@@ -98,15 +147,14 @@ int map_fd(int fd, bool rdonly, shmsem_t **out) {
   int prot = PROT_READ | (rdonly ? 0 : PROT_WRITE);
   void *base = mmap(nullptr, size, prot, MAP_SHARED, fd, 0);
   if (base == MAP_FAILED) return -errno;
-  int e = segment_validate(base, size);
+  Header hdr;
+  int e = segment_validate(base, size, &hdr);
+  bool can_judge = false;
+  if (e == 0) e = check_pidns(hdr, &can_judge);
   if (e == 0) {
-    auto *hdr = static_cast<Header *>(base);
-    uint64_t ns = pidns_inode();
-    if (hdr->pidns && ns && hdr->pidns != ns) e = -EXDEV;
-  }
-  if (e == 0) {
-    *out = make_handle(base, size, rdonly);
+    *out = make_handle(base, size, rdonly, hdr);
     if (!*out) e = -ENOMEM;
+    else (*out)->can_judge = can_judge;
   }
   if (e) munmap(base, size);
   return e;
@@ -123,18 +171,33 @@ int check_name(const char *name) {
   return 0;
 }
 
-int segment_validate(const void *base, size_t size) {
-  auto *hdr = static_cast<const Header *>(base);
-  if (size < sizeof(Header) || hdr->magic != kMagic) return -EBADMSG;
-  if (hdr->layout_version != kLayoutVersion) return -EPROTO;
-  if (hdr->ready.load(std::memory_order_acquire) != kReady) return -EBADMSG;
-  if (hdr->permits < 1 || hdr->permits > SHMSEM_MAX_PERMITS ||
-      hdr->max_waiters > SHMSEM_MAX_WAITERS)
+int segment_validate(const void *base, size_t size, Header *copy) {
+  if (size < sizeof(Header)) return -EBADMSG;
+  auto *shared = static_cast<const Header *>(base);
+  // One copy, then every check on the copy: another process may be
+  // rewriting the header while we read it.
+  Header hdr;
+  memcpy(static_cast<void *>(&hdr), static_cast<const void *>(shared),
+         sizeof hdr);
+  if (hdr.magic != kMagic) return -EBADMSG;
+  if (hdr.layout_version != kLayoutVersion) return -EPROTO;
+  if (shared->ready.load(std::memory_order_acquire) != kReady) return -EBADMSG;
+  memcpy(static_cast<void *>(&hdr), static_cast<const void *>(shared),
+         sizeof hdr);  // again, after the acquire of ready
+  if (hdr.ready.load(std::memory_order_relaxed) != kReady ||
+      hdr.magic != kMagic || hdr.layout_version != kLayoutVersion)
     return -EBADMSG;
-  Geometry g = geometry(hdr->permits, hdr->max_waiters);
-  if (hdr->lease_off != g.lease_off || hdr->slot_off != g.slot_off ||
-      hdr->total_size != g.total_size || size != g.total_size)
+  if (hdr.permits < 1 || hdr.permits > SHMSEM_MAX_PERMITS ||
+      hdr.max_waiters > SHMSEM_MAX_WAITERS)
     return -EBADMSG;
+  Geometry g = geometry(hdr.permits, hdr.max_waiters);
+  if (hdr.lease_off != g.lease_off || hdr.slot_off != g.slot_off ||
+      hdr.used_off != g.used_off || hdr.total_size != g.total_size ||
+      size != g.total_size)
+    return -EBADMSG;
+  if (copy)
+    memcpy(static_cast<void *>(copy), static_cast<const void *>(&hdr),
+           sizeof hdr);
   return 0;
 }
 
@@ -187,36 +250,26 @@ int segment_create(const char *name, const shmsem_config *cfg, int flags,
     if (e != -ENOENT) return e;
   }
 
-  // Build the whole segment under a private temporary name...
-  char tmp[96];
-  snprintf(tmp, sizeof tmp, "/.shmsem-tmp-%d-%u-%lx", int(getpid()),
-           g_tmp_counter.fetch_add(1, std::memory_order_relaxed),
-           (unsigned long)real_mono_ns());
-  int fd = shm_open(tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, mode);
-  if (fd < 0) return -errno;
-  Geometry g = geometry(cfg->permits, max_waiters);
-  void *base = MAP_FAILED;
-  e = 0;
-  if (fchmod(fd, mode) != 0 || ftruncate(fd, off_t(g.total_size)) != 0)
-    e = -errno;
+  // Build the whole segment in a file nobody can name yet, then give it its
+  // name in one step (publish.cc): it appears complete or not at all.
+  struct Build {
+    uint32_t permits, max_waiters;
+  } build{cfg->permits, max_waiters};
+  Mapping m;
+  e = publish_segment(
+      name, mode, geometry(cfg->permits, max_waiters).total_size,
+      [](void *base, void *ctx) {
+        auto *b = static_cast<Build *>(ctx);
+        return init_segment(base, b->permits, b->max_waiters);
+      },
+      &build, &m);
   if (!e) {
-    base = mmap(nullptr, g.total_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd,
-                0);
-    if (base == MAP_FAILED) e = -errno;
+    *out = created_handle(m.base, m.size);
+    if (!*out) {
+      e = -ENOMEM;
+      munmap(m.base, m.size);
+    }
   }
-  if (!e) e = init_segment(base, cfg->permits, max_waiters);
-  // ...then link it into place: it appears complete or not at all.
-  char from[128], to[128 + NAME_MAX];
-  snprintf(from, sizeof from, "%s%s", kShmDir, tmp);
-  snprintf(to, sizeof to, "%s%s", kShmDir, name);
-  if (!e && link(from, to) != 0) e = -errno;
-  shm_unlink(tmp);
-  close(fd);
-  if (!e) {
-    *out = make_handle(base, g.total_size, false);
-    if (!*out) e = -ENOMEM;
-  }
-  if (e && base != MAP_FAILED) munmap(base, g.total_size);
   if (e == -EEXIST && !(flags & SHMSEM_EXCL)) return open_existing();
   return e;
 }

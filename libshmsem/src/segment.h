@@ -14,8 +14,9 @@ int segment_create(const char *name, const shmsem_config *cfg, int flags,
 int segment_open(const char *name, int flags, shmsem_t **out);
 void segment_detach(shmsem_t *s);
 int segment_unlink(const char *name);
-// Validate a mapped segment of `size` bytes (also used by `shmsem list`).
-int segment_validate(const void *base, size_t size);
+// Validate a mapped segment of `size` bytes (also used by `shmsem list`);
+// on success, *copy (if not NULL) holds the header that was validated.
+int segment_validate(const void *base, size_t size, Header *copy = nullptr);
 
 }  // namespace shmsem::detail
 

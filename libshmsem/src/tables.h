@@ -16,29 +16,71 @@ inline void counter_add(std::atomic<uint32_t> &c, int32_t d) {
 inline void stat_bump(std::atomic<uint64_t> &c, uint64_t d = 1) {
   c.store(c.load(std::memory_order_relaxed) + d, std::memory_order_relaxed);
 }
-// Next generation of a record; 0 is never a valid generation.
-inline uint32_t next_gen(uint32_t g) { return g + 1 ? g + 1 : 1; }
+// Next generation of a record: 64 bits, never wraps in practice (2^64
+// grants), and 0 is never a valid generation.
+inline uint64_t next_gen(uint64_t g) { return g + 1 ? g + 1 : 1; }
+
+// --- the arrays of records in use --------------------------------------------
+// used_leases[0 .. n_used_leases) holds the HELD and RESERVED leases,
+// used_slots[0 .. n_used_slots) the slots that are not FREE, in no order;
+// each record keeps its position. Removal moves the last entry into the
+// hole. Written under the lock; a reclamation pass reads them without it
+// (relaxed: it only collects candidates, every one checked again under the
+// lock), so a concurrent move may hide an entry from one pass, never show
+// a wrong one as dead.
+inline void used_add(std::atomic<uint32_t> &n, std::atomic<uint32_t> *arr,
+                     uint32_t idx, uint32_t *pos) {
+  uint32_t k = n.load(std::memory_order_relaxed);
+  arr[k].store(idx, std::memory_order_relaxed);
+  *pos = k;
+  n.store(k + 1, std::memory_order_relaxed);
+}
+template <typename Rec>
+inline void used_remove(std::atomic<uint32_t> &n, std::atomic<uint32_t> *arr,
+                        Rec *recs, uint32_t pos) {
+  uint32_t last = n.load(std::memory_order_relaxed) - 1;
+  uint32_t moved = arr[last].load(std::memory_order_relaxed);
+  arr[pos].store(moved, std::memory_order_relaxed);
+  recs[moved].used_pos = pos;
+  n.store(last, std::memory_order_relaxed);
+}
 
 // --- lease table -----------------------------------------------------------
+// Take a lease off the free list; it joins the records in use.
 inline uint32_t lease_pop(shmsem_t *s) {
   uint32_t l = s->core->free_lease;
-  if (l != kNone) s->core->free_lease = s->leases[l].next_free;
+  if (l != kNone) {
+    s->core->free_lease = s->leases[l].next_free;
+    used_add(s->core->n_used_leases, s->used_leases, l, &s->leases[l].used_pos);
+  }
   return l;
 }
+// Put a FREE lease on the free list (repair's rebuild; not in use).
 inline void lease_push(shmsem_t *s, uint32_t l) {
   s->leases[l].next_free = s->core->free_lease;
   s->core->free_lease = l;
+}
+// A lease in use goes back to the pool: off the used array, onto the list.
+inline void lease_free(shmsem_t *s, uint32_t l) {
+  used_remove(s->core->n_used_leases, s->used_leases, s->leases,
+              s->leases[l].used_pos);
+  lease_push(s, l);
 }
 
 // --- waiter slots and the FIFO queue -----------------------------------------
 inline uint32_t slot_pop(shmsem_t *s) {
   uint32_t w = s->core->free_slot;
-  if (w != kNone) s->core->free_slot = s->slots[w].next_free;
+  if (w != kNone) {
+    s->core->free_slot = s->slots[w].next_free;
+    used_add(s->core->n_used_slots, s->used_slots, w, &s->slots[w].used_pos);
+  }
   return w;
 }
-// Return a slot to the free list; its word becomes FREE.
+// Return a slot in use to the free list; its word becomes FREE.
 inline void slot_free(shmsem_t *s, uint32_t w) {
   s->slots[w].word.store(kSlotFree, std::memory_order_release);
+  used_remove(s->core->n_used_slots, s->used_slots, s->slots,
+              s->slots[w].used_pos);
   s->slots[w].next_free = s->core->free_slot;
   s->core->free_slot = w;
 }
@@ -75,6 +117,15 @@ inline uint32_t watcher_leave(shmsem_t *s, uint32_t w) {
   if (s->core->watcher != w) return kNone;
   s->core->watcher = s->core->tail;
   return s->core->watcher;
+}
+
+// The token of lease `l` at generation `gen`: names this semaphore too.
+inline void fill_token(shmsem_t *s, uint32_t l, uint64_t gen,
+                       shmsem_lease_t *lease) {
+  lease->gen = gen;
+  lease->sem = s->nonce;
+  lease->index = l;
+  lease->__reserved = 0;
 }
 
 // Record a completed wait of `ns` in the log2 histogram.

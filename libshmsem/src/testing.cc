@@ -12,6 +12,10 @@ namespace shmsem::detail {
 std::atomic<ClockFn> g_clock{nullptr};
 std::atomic<HookFn> g_hook{nullptr};
 std::atomic<void *> g_hook_ctx{nullptr};
+std::atomic<bool> g_force_named_tmp{false};
+std::atomic<bool> g_force_proc_fd{false};
+std::atomic<int> g_create_route{0};
+std::atomic<unsigned> g_liveness_limits{0};
 
 void run_hook(HookPoint p) {
   HookFn fn = g_hook.load(std::memory_order_acquire);
@@ -31,6 +35,18 @@ void set_hook(HookFn fn, void *ctx) {
 
 void set_clock(uint64_t (*now_ns)()) {
   g_clock.store(now_ns, std::memory_order_release);
+}
+
+void force_named_tmp_create(bool on) {
+  g_force_named_tmp.store(on, std::memory_order_relaxed);
+}
+
+void force_proc_fd_link(bool on) {
+  g_force_proc_fd.store(on, std::memory_order_relaxed);
+}
+
+PublishRoute last_create_route() {
+  return PublishRoute(g_create_route.load(std::memory_order_relaxed));
 }
 
 const char *hook_name(HookPoint p) {
@@ -64,6 +80,10 @@ Census census(shmsem_t *s) {
   return c;
 }
 
+void limit_liveness(unsigned limits) {
+  g_liveness_limits.store(limits, std::memory_order_relaxed);
+}
+
 int lease_owner_pid(shmsem_t *s, shmsem_lease_t lease) {
   if (lease.index >= s->permits) return -1;
   LockGuard guard(s);
@@ -75,7 +95,7 @@ int lease_owner_pid(shmsem_t *s, shmsem_lease_t lease) {
 }
 
 int set_lease_owner(shmsem_t *s, shmsem_lease_t lease, int pid,
-                    uint64_t start) {
+                    uint64_t start, uint64_t ino) {
   if (lease.index >= s->permits) return -EINVAL;
   LockGuard guard(s);
   LeaseRecord &r = s->leases[lease.index];
@@ -84,6 +104,7 @@ int set_lease_owner(shmsem_t *s, shmsem_lease_t lease, int pid,
     return -EINVAL;
   r.owner.pid = pid;
   r.owner.start = start;
+  r.owner.ino = ino;
   return 0;
 }
 

@@ -13,7 +13,11 @@ namespace shmsem::detail {
 
 int waiter_start(shmsem_t *s, bool may_queue, Waiter *w, shmsem_lease_t *lease) {
   if (s->rdonly) return -EBADF;
-  const Owner &me = self_owner();
+  // Learnt before the lock: the first time in a process (or thread) it
+  // costs system calls; after that it is a copy. A wait belongs to the
+  // thread that waits, so a slot names the thread too; a lease only the
+  // process.
+  const Owner me = may_queue ? self_waiter_owner() : self_owner();
   LockGuard guard(s);
   SHMSEM_HOOK(ACQUIRE_LOCKED);
   Core *c = s->core;
@@ -26,18 +30,17 @@ int waiter_start(shmsem_t *s, bool may_queue, Waiter *w, shmsem_lease_t *lease) 
     if (l != kNone) {
       SHMSEM_HOOK(ACQUIRE_LEASE_POPPED);
       LeaseRecord &rec = s->leases[l];
-      rec.owner = me;
+      rec.owner = process_of(me);
       rec.slot = kNone;
       rec.since_ns.store(coarse_ns(), std::memory_order_relaxed);
-      uint32_t gen = next_gen(rec.gen.load(std::memory_order_relaxed));
+      uint64_t gen = next_gen(rec.gen.load(std::memory_order_relaxed));
       rec.gen.store(gen, std::memory_order_relaxed);
       rec.state.store(kLeaseHeld, std::memory_order_release);  // commit
       counter_add(c->available, -1);
       counter_add(c->held, 1);
       record_wait(s, 0);
       SHMSEM_HOOK(ACQUIRE_COMMITTED);
-      lease->index = l;
-      lease->gen = gen;
+      fill_token(s, l, gen, lease);
       return 0;
     }
   }

@@ -104,7 +104,7 @@ StatusJsonHasStableFields() {
 	expect_json "d['version'], d['name'], d['state']" "(1, '$n', 'open')"
 	expect_json "d['capacity'], d['max_waiters'], d['available'], d['held'], d['reserved'], d['waiting']" "(2, 8, 1, 1, 0, 0)"
 	expect_json "d['file']['mode'], d['file']['path'], d['file']['uid']" "('0600', '/dev/shm$n', $(id -u))"
-	expect_json "list(d['holders'][0].keys())" "['lease', 'index', 'gen', 'state', 'pid', 'comm', 'cmdline', 'alive', 'held_ns']"
+	expect_json "list(d['holders'][0].keys())" "['lease', 'index', 'gen', 'state', 'pid', 'comm', 'cmdline', 'alive', 'liveness', 'held_ns']"
 	expect_json "d['holders'][0]['pid'], d['holders'][0]['comm'], d['holders'][0]['alive'], d['holders'][0]['state']" "($BG, 'shmsem', True, 'held')"
 	expect_json "d['holders'][0]['lease'] == '%d:%d' % (d['holders'][0]['index'], d['holders'][0]['gen'])" "True"
 	expect_json "d['holders'][0]['cmdline'].endswith('run $n -- sleep 30')" "True"
@@ -134,7 +134,7 @@ StatusShowsWaitersInQueueOrder() {
 	expect_json "[w['position'] for w in d['waiters']]" "[1, 2]"
 	expect_json "d['waiters'][0]['ticket'] < d['waiters'][1]['ticket']" "True"
 	expect_json "all(w['alive'] and w['comm'] == 'shmsem' for w in d['waiters'])" "True"
-	expect_json "list(d['waiters'][0].keys())" "['position', 'ticket', 'slot', 'pid', 'comm', 'cmdline', 'alive', 'waiting_ns']"
+	expect_json "list(d['waiters'][0].keys())" "['position', 'ticket', 'slot', 'pid', 'comm', 'cmdline', 'alive', 'liveness', 'waiting_ns']"
 	expect_rc 0 "$SHMSEM" status "$n"
 	expect_out "Waiters (queue order): 2"
 	grep -Eq "^  1 +[0-9]+ +$a +shmsem +alive " "$TMP/out" || fail "waiter 1 is not PID $a"
@@ -196,6 +196,46 @@ ListShowsOnlySemaphores() {
 	expect_json "[s for s in d['semaphores'] if s['name'] == '$b']" \
 		"[{'name': '$b', 'state': 'open', 'capacity': 5, 'available': 5, 'held': 0, 'reserved': 0, 'waiting': 0}]"
 	expect_json "[s['name'] for s in d['semaphores'] if s['name'].startswith('$PREFIX')]" "['$a', '$b']"
+}
+
+ListAllShowsLeftoversAndRecoverRemovesOnlyDeadOnes() {
+	# Leftovers as an older version's killed create left them: one whose
+	# creator PID cannot exist (above pid_max), one whose creator is this
+	# shell (alive), one whose name carries no PID.
+	local pidmax dead alive nopid
+	pidmax=$(cat /proc/sys/kernel/pid_max)
+	dead=".shmsem-tmp-$((pidmax + 1))-0-cli-test-$$"
+	alive=".shmsem-tmp-$$-0-cli-test-$$"
+	nopid=".shmsem-tmp-cli-test-$$"
+	# (Expanded now: the locals are gone when the trap runs.)
+	trap "rm -f /dev/shm/$dead /dev/shm/$alive /dev/shm/$nopid; cleanup" EXIT
+	head -c 4096 /dev/zero >"/dev/shm/$dead"
+	: >"/dev/shm/$alive"
+	: >"/dev/shm/$nopid"
+	expect_rc 0 "$SHMSEM" list
+	! grep -q -- "cli-test-$$" "$TMP/out" || fail "list without --all shows leftovers"
+	expect_rc 0 "$SHMSEM" list --all
+	expect_out "Leftover temporary files of killed creates: "
+	grep -Eq "^  $dead +4096 +$((pidmax + 1)) +dead\$" "$TMP/out" || fail "no dead row for $dead"
+	grep -Eq "^  $alive +0 +$$ +alive\$" "$TMP/out" || fail "no alive row for $alive"
+	grep -Eq "^  $nopid +0 +- +unknown\$" "$TMP/out" || fail "no unknown row for $nopid"
+	expect_out "shmsem recover --leftovers"
+	expect_rc 0 "$SHMSEM" list --all --json
+	expect_json "[(l['path'], l['pid'], l['creator'], l['size']) for l in d['leftovers'] if l['file'] == '$dead']" \
+		"[('/dev/shm/$dead', $((pidmax + 1)), 'dead', 4096)]"
+	expect_json "[(l['pid'], l['creator']) for l in d['leftovers'] if l['file'] in ('$alive', '$nopid')]" \
+		"[($$, 'alive'), (None, 'unknown')]"
+	expect_rc 0 "$SHMSEM" list --json
+	expect_json "'leftovers' in d" "False"
+	# Only the one whose creator provably does not exist goes.
+	expect_rc 0 "$SHMSEM" recover --leftovers
+	expect_out "removed /dev/shm/$dead (its creator, PID $((pidmax + 1)), is gone)"
+	expect_out "kept /dev/shm/$alive: a process with its creator's PID $$ exists"
+	expect_out "kept /dev/shm/$nopid: its name carries no creator PID"
+	[[ ! -e /dev/shm/$dead ]] || fail "recover --leftovers left $dead"
+	[[ -e /dev/shm/$alive && -e /dev/shm/$nopid ]] || fail "recover --leftovers removed a file whose creator may be alive"
+	expect_rc 2 "$SHMSEM" recover
+	expect_err "NAME is required (or --leftovers)"
 }
 
 RunPropagatesExitStatus() {

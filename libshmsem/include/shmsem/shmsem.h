@@ -60,11 +60,16 @@ struct timespec;
 typedef struct shmsem_handle shmsem_t;
 
 /* A lease: proof that its holder owns one permit. Plain value type; copy it
- * freely, release it once. {0, 0} is never a valid lease. `gen` wraps after
- * 2^32 grants of the same record; a lease that stale is not detected. */
+ * freely, release it once. An all-zero lease is never valid. The token
+ * names its semaphore (`sem`, drawn at random when the semaphore was
+ * created): releasing it through another semaphore, or through a later
+ * semaphore created under the same name, fails with -EINVAL. `gen` is 64
+ * bits and never wraps in practice, so a stale token is always -EALREADY. */
 typedef struct shmsem_lease {
-	uint32_t index; /* lease record */
-	uint32_t gen;   /* generation of that record when granted */
+	uint64_t gen;        /* generation of the record when granted; 0 never valid */
+	uint64_t sem;        /* identity of the semaphore that granted it */
+	uint32_t index;      /* lease record */
+	uint32_t __reserved; /* 0 */
 } shmsem_lease_t;
 
 /* Defaults used when a config field is 0. */

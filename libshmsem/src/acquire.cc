@@ -59,12 +59,18 @@ int sleep_cancellable(CancelCleanup *ctx, uint64_t wake_at) {
   int r;
   std::atomic<uint32_t> *word = waiter_word(ctx->s, *ctx->w);
   pthread_cleanup_push(leave_on_thread_cancel, ctx);
+  // A cancellation already pending acts in pthread_testcancel(), while the
+  // type is still deferred: glibc 2.36 sets the thread's result to
+  // PTHREAD_CANCELED there, but not when pthread_setcanceltype() acts on
+  // it. One that arrives while asynchronous is enabled is delivered by
+  // SIGCANCEL, which also interrupts the futex wait.
+  pthread_setcancelstate(PTHREAD_CANCEL_ENABLE, nullptr);
+  pthread_testcancel();
   int type;
   pthread_setcanceltype(PTHREAD_CANCEL_ASYNCHRONOUS, &type);
-  pthread_setcancelstate(PTHREAD_CANCEL_ENABLE, nullptr);
   r = futex_wait(word, kSlotWaiting, wake_at);
-  pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, nullptr);
   pthread_setcanceltype(type, nullptr);
+  pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, nullptr);
   pthread_cleanup_pop(0);
   return r;
 }

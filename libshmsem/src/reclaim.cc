@@ -53,29 +53,64 @@ struct Candidate {
   Owner owner;
 };
 
-// Each distinct process and thread judged once per pass: sort, dedupe,
-// then binary search (a pass over 32k distinct owners is O(k log k)).
+// Visits the records in use, without the lock: fn(idx, is_slot, owner copy).
+// Slots first: dead waiters leave before dead holders' permits are passed
+// on, so a permit never goes to a dead waiter in the same pass. RESERVED
+// leases are reclaimed through their slot's owner, never their own.
+template <typename F>
+void for_each_in_use(shmsem_t *s, F fn) {
+  Core *c = s->core;
+  uint32_t n = std::min(c->n_used_slots.load(std::memory_order_relaxed),
+                        s->max_waiters);
+  for (uint32_t i = 0; i < n; i++) {
+    uint32_t w = s->used_slots[i].load(std::memory_order_relaxed);
+    if (w >= s->max_waiters ||
+        s->slots[w].word.load(std::memory_order_acquire) == kSlotFree)
+      continue;
+    fn(w, true, read_owner(s->slots[w].owner));
+  }
+  n = std::min(c->n_used_leases.load(std::memory_order_relaxed), s->permits);
+  for (uint32_t i = 0; i < n; i++) {
+    uint32_t l = s->used_leases[i].load(std::memory_order_relaxed);
+    if (l >= s->permits ||
+        s->leases[l].state.load(std::memory_order_acquire) != kLeaseHeld)
+      continue;
+    fn(l, false, read_owner(s->leases[l].owner));
+  }
+}
+
+// Each distinct process and thread judged once per pass: collect the keys
+// (a run of records of one owner adds one key), sort, dedupe, judge, then
+// look up by binary search. A pass over k distinct owners is O(k log k)
+// plus one liveness check per distinct owner.
 class Verdicts {
  public:
-  explicit Verdicts(const std::vector<Candidate> &cands) {
-    for (const Candidate &c : cands) {
-      procs_.push_back({pkey(c.owner), Verdict::kUnknown});
-      if (c.slot) threads_.push_back({tkey(c.owner), Verdict::kUnknown});
-    }
-    settle(procs_, [](const PKey &k) {
+  void add(bool slot, const Owner &o) {
+    PKey p = pkey(o);
+    if (procs_.empty() || procs_.back().first != p)
+      procs_.push_back({p, Verdict::kUnknown});
+    if (!slot) return;
+    TKey t = tkey(o);
+    if (threads_.empty() || threads_.back().first != t)
+      threads_.push_back({t, Verdict::kUnknown});
+  }
+  // Judges every key; returns true if anyone is dead.
+  bool settle() {
+    bool any = settle(procs_, [](const PKey &k) {
       Owner o{};
       std::tie(o.pid, o.start, o.ino) = k;
       return process_verdict(o);
     });
-    settle(threads_, [](const TKey &k) {
+    any |= settle(threads_, [](const TKey &k) {
       Owner o{};
       std::tie(o.tid, o.tino) = k;
       return thread_verdict(o);
     });
+    return any;
   }
-  bool dead(const Candidate &c) const {
-    if (find(procs_, pkey(c.owner)) == Verdict::kDead) return true;
-    return c.slot && find(threads_, tkey(c.owner)) == Verdict::kDead;
+  bool dead(bool slot, const Owner &o) const {
+    if (find(procs_, pkey(o)) == Verdict::kDead) return true;
+    return slot && find(threads_, tkey(o)) == Verdict::kDead;
   }
 
  private:
@@ -84,7 +119,7 @@ class Verdicts {
   static PKey pkey(const Owner &o) { return {o.pid, o.start, o.ino}; }
   static TKey tkey(const Owner &o) { return {o.tid, o.tino}; }
   template <typename K, typename F>
-  static void settle(std::vector<std::pair<K, Verdict>> &v, F judge) {
+  static bool settle(std::vector<std::pair<K, Verdict>> &v, F judge) {
     std::sort(v.begin(), v.end(),
               [](const auto &a, const auto &b) { return a.first < b.first; });
     v.erase(std::unique(v.begin(), v.end(),
@@ -92,7 +127,12 @@ class Verdicts {
                           return a.first == b.first;
                         }),
             v.end());
-    for (auto &e : v) e.second = judge(e.first);
+    bool any = false;
+    for (auto &e : v) {
+      e.second = judge(e.first);
+      any |= e.second == Verdict::kDead;
+    }
+    return any;
   }
   template <typename K>
   static Verdict find(const std::vector<std::pair<K, Verdict>> &v,
@@ -105,32 +145,6 @@ class Verdicts {
   std::vector<std::pair<PKey, Verdict>> procs_;
   std::vector<std::pair<TKey, Verdict>> threads_;
 };
-
-// Slots first: dead waiters leave before dead holders' permits are passed
-// on, so a permit never goes to a dead waiter in the same pass.
-std::vector<Candidate> collect(shmsem_t *s) {
-  std::vector<Candidate> cands;
-  Core *c = s->core;
-  uint32_t n = std::min(c->n_used_slots.load(std::memory_order_relaxed),
-                        s->max_waiters);
-  for (uint32_t i = 0; i < n; i++) {
-    uint32_t w = s->used_slots[i].load(std::memory_order_relaxed);
-    if (w >= s->max_waiters ||
-        s->slots[w].word.load(std::memory_order_acquire) == kSlotFree)
-      continue;
-    cands.push_back({w, true, read_owner(s->slots[w].owner)});
-  }
-  n = std::min(c->n_used_leases.load(std::memory_order_relaxed), s->permits);
-  for (uint32_t i = 0; i < n; i++) {
-    uint32_t l = s->used_leases[i].load(std::memory_order_relaxed);
-    // RESERVED leases are reclaimed through their slot's owner.
-    if (l >= s->permits ||
-        s->leases[l].state.load(std::memory_order_acquire) != kLeaseHeld)
-      continue;
-    cands.push_back({l, false, read_owner(s->leases[l].owner)});
-  }
-  return cands;
-}
 
 // Under the lock: reclaim one record if it still belongs to `c.owner`.
 // Appends slots to wake; returns the records reclaimed.
@@ -175,19 +189,51 @@ int reclaim_one(shmsem_t *s, const Candidate &cand,
 
 }  // namespace
 
+namespace {
+
+// Every pass publishes its start as the heartbeat (core.last_reclaim_ns:
+// the rate limit, and what the backups watch) and sets the period from its
+// cost, so that whoever runs the next one spends at most about
+// 1/kPassBudget of a CPU on passes, however many records are in use.
+class PassClock {
+ public:
+  explicit PassClock(shmsem_t *s) : s_(s), start_(real_mono_ns()) {
+    s_->core->last_reclaim_ns.store(start_, std::memory_order_relaxed);
+  }
+  ~PassClock() {
+    uint64_t cost = real_mono_ns() - start_;
+    s_->core->watch_period_ns.store(
+        std::clamp(cost * kPassBudget, kWatchPeriodNs, kMaxWatchPeriodNs),
+        std::memory_order_relaxed);
+  }
+
+ private:
+  shmsem_t *s_;
+  uint64_t start_;
+};
+
+}  // namespace
+
 int reclaim(shmsem_t *s) {
   if (!s) return -EINVAL;
   if (s->rdonly) return -EBADF;
   NoCancel no_cancel;  // the pass reads /proc and polls: cancellation points
+  PassClock clock(s);
   // 1. Without the lock: the records in use, and is each owner alive? A
   // process that cannot prove it shares the segment's PID namespace judges
   // nobody (every pid it would look up may name another process).
   std::vector<Candidate> dead;
   if (s->can_judge) {
-    std::vector<Candidate> cands = collect(s);
-    Verdicts v(cands);
-    for (const Candidate &c : cands)
-      if (v.dead(c)) dead.push_back(c);
+    Verdicts v;
+    for_each_in_use(s, [&](uint32_t, bool slot, const Owner &o) {
+      v.add(slot, o);
+    });
+    // Only if someone is dead: the records that name them (read again; a
+    // record that changed meanwhile is simply judged on its new bytes).
+    if (v.settle())
+      for_each_in_use(s, [&](uint32_t idx, bool slot, const Owner &o) {
+        if (v.dead(slot, o)) dead.push_back({idx, slot, o});
+      });
   }
   if (dead.empty()) {
     // Still take the lock once: if its owner died inside a critical
@@ -261,16 +307,13 @@ uint64_t watch_step(shmsem_t *s, uint32_t slot) {
     if (!is_watcher(s, slot)) return now + std::max(period, kBackupPeriodNs);
   }
   // The watcher is alone in its role, so it runs its pass every period
-  // without the rate limit (whose jitter against the timer would skip every
-  // other pass), and publishes the heartbeat the backups read. The period
-  // grows with what a pass costs, so the watcher spends at most about
-  // 1/kPassBudget of a CPU however many records are in use.
-  s->core->last_reclaim_ns.store(now, std::memory_order_relaxed);
+  // without the rate limit's CAS (whose jitter against the timer would skip
+  // every other pass); the pass publishes the heartbeat the backups read. A
+  // new watcher waits out the period of the last pass (by anyone) first.
+  uint64_t beat = s->core->last_reclaim_ns.load(std::memory_order_relaxed);
+  if (now - beat < period) return beat + period;
   reclaim(s);
-  uint64_t cost = real_mono_ns() - now;
-  period = std::clamp(cost * kPassBudget, kWatchPeriodNs, kMaxWatchPeriodNs);
-  s->core->watch_period_ns.store(period, std::memory_order_relaxed);
-  return now + period;
+  return now + watch_period(s);
 }
 
 }  // namespace shmsem::detail

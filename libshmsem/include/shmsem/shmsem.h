@@ -26,9 +26,28 @@
  * the permit. It can be released exactly once, by any process. A cancelled or
  * timed-out acquire owns nothing.
  *
- * Crashes: leases and waiter slots record their owner (PID and process start
- * time). Permits of processes that died are reclaimed (see shmsem_recover);
- * a process that detaches without releasing keeps its leases until it exits.
+ * Crashes: leases and waiter slots record their owner (PID plus what names
+ * that very process for the boot: its pidfs inode and start time; a waiter
+ * slot also names its thread). Permits of processes that provably exited
+ * are reclaimed (see shmsem_recover); an owner whose death cannot be proven
+ * (hidden /proc, unknown PID namespace) counts as alive. A process that
+ * detaches without releasing keeps its leases until it exits.
+ *
+ * Processes: a lease belongs to its process, like a System V SEM_UNDO
+ * adjustment. It survives exec (the new program may release it if it has the
+ * token) and comes back when the process exits. A queued wait belongs to
+ * its thread: exec (which ends the other threads) or cancellation leaves no
+ * ghost in the queue. A fork child, whether made by fork(), _Fork() or
+ * clone(), is a new owner: it inherits no leases and no waits, and may use
+ * its parent's handle at once. The library keeps no descriptors, no threads
+ * and no signal handlers in the caller's process, installs no atfork
+ * handler, and maps one private page (MADV_WIPEONFORK) per process.
+ *
+ * Thread cancellation: shmsem_acquire, shmsem_acquire_until and
+ * shmsem_acquire_ex are cancellation points, as sem_wait is, but only while
+ * the caller sleeps in the queue; a cancelled waiter leaves the queue owning
+ * nothing (a permit granted at that instant is passed on). No other
+ * function is a cancellation point; none is async-cancel-safe.
  *
  * Lease states (one record per permit):
  *
@@ -123,8 +142,9 @@ int shmsem_unlink(const char *name);
 /*
  * Take a permit, blocking (in FUTEX_WAIT, on this waiter's own word) until
  * one is granted. No system call when a permit is free and nobody waits.
- * Not interrupted by signals. Errors: -ESHUTDOWN closed (before or while
- * waiting); -EBUSY the wait queue is full; -EBADF read-only handle.
+ * Not interrupted by signals. A cancellation point while asleep (see above).
+ * Errors: -ESHUTDOWN closed (before or while waiting); -EBUSY the wait
+ * queue is full; -EBADF read-only handle.
  */
 int shmsem_acquire(shmsem_t *s, shmsem_lease_t *lease);
 
@@ -134,7 +154,9 @@ int shmsem_try_acquire(shmsem_t *s, shmsem_lease_t *lease);
 
 /* As shmsem_acquire, giving up at the absolute CLOCK_MONOTONIC `deadline`.
  * If a grant and the deadline race, the grant wins and 0 is returned.
- * Errors: -ETIMEDOUT; -EINVAL bad timespec; and those of shmsem_acquire. */
+ * A deadline too far in the future to represent in 64-bit nanoseconds means
+ * "never". Errors: -ETIMEDOUT; -EINVAL bad timespec (tv_nsec outside
+ * [0, 999999999] or tv_sec < 0); and those of shmsem_acquire. */
 int shmsem_acquire_until(shmsem_t *s, const struct timespec *deadline,
 			 shmsem_lease_t *lease);
 
@@ -160,7 +182,7 @@ void shmsem_cancel_reset(shmsem_cancel_t *c);
 /* Flags for shmsem_acquire_ex. */
 /* A signal handler that runs while the caller sleeps ends the wait with
  * -EINTR. One that runs while the waiter is briefly awake (a queued waiter
- * may wake about once a millisecond to look for dead holders) does not: to
+ * may wake every few milliseconds to look for dead holders) does not: to
  * end a wait reliably on a signal, receive it in a thread (sigwait(2),
  * signalfd(2)) and call shmsem_cancel. */
 #define SHMSEM_WAIT_INTERRUPTIBLE (1u << 0)
@@ -177,9 +199,11 @@ int shmsem_acquire_ex(shmsem_t *s, const struct timespec *deadline,
 
 /*
  * Return the permit of `lease`: to the oldest waiter if one is queued (one
- * FUTEX_WAKE), else to the pool. Accepted after shutdown.
+ * FUTEX_WAKE), else to the pool. Accepted after shutdown, from any process
+ * that has the token.
  * Errors: -EALREADY the lease was already released or reclaimed (nothing
- * changes); -EINVAL malformed lease; -EBADF read-only handle.
+ * changes); -EINVAL malformed lease, or a lease of another semaphore (or of
+ * an earlier semaphore created under the same name); -EBADF read-only handle.
  */
 int shmsem_release(shmsem_t *s, shmsem_lease_t *lease);
 
@@ -192,9 +216,13 @@ int shmsem_release(shmsem_t *s, shmsem_lease_t *lease);
 int shmsem_shutdown(shmsem_t *s);
 
 /*
- * Run a reclamation pass now: leases and waiter slots whose owner process
- * has exited (or is a zombie) are reclaimed; their permits go to the head
- * waiter first. Returns the number of leases plus slots reclaimed.
+ * Run a reclamation pass now: leases whose owner process provably exited
+ * (a zombie counts as exited), and waiter slots whose process or waiting
+ * thread provably ended, are reclaimed; their permits go to the head
+ * waiter first. Owners that cannot be judged count as alive, and a handle
+ * whose PID namespace could not be compared with the semaphore's reclaims
+ * nothing. Costs one pidfd check per distinct owner plus a read of the
+ * records in use. Returns the number of leases plus slots reclaimed.
  * Errors: -EBADF read-only handle.
  */
 int shmsem_recover(shmsem_t *s);

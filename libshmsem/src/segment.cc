@@ -24,11 +24,6 @@
 namespace shmsem::detail {
 namespace {
 
-// glibc's shm_open maps "/name" to this directory; create needs the path to
-// link() a fully built segment into place, as glibc's sem_open does.
-constexpr char kShmDir[] = "/dev/shm";
-
-std::atomic<uint32_t> g_tmp_counter{0};
 
 // A 64-bit value that names this creation of a semaphore: tokens carry it,
 // so a token of another semaphore, or of an earlier one under the same

@@ -113,8 +113,9 @@ struct shmsem_config {
 /*
  * Create the semaphore `name` ("/pool": one leading slash, no other, at most
  * NAME_MAX characters after it) with cfg->permits permits, or open it if it
- * already exists and SHMSEM_EXCL is not given. The segment is built under a
- * temporary name and linked into place fully initialised.
+ * already exists and SHMSEM_EXCL is not given. The segment is built in an
+ * unnamed file (O_TMPFILE) and linked into place fully initialised, so a
+ * creator killed at any point leaves nothing behind.
  * Errors: -EINVAL bad name, config or flags; -EEXIST it exists and
  * SHMSEM_EXCL was given, or it exists with different permits (or a
  * different max_waiters, when cfg->max_waiters is not 0);

@@ -1,5 +1,6 @@
 // Creating, opening and validating segments; leases and their errors.
 #include <fcntl.h>
+#include <limits.h>
 #include <gtest/gtest.h>
 #include <shmsem/shmsem.h>
 #include <shmsem/shmsem.hpp>
@@ -289,6 +290,10 @@ TEST(Strerror, SpeaksTheSemaphoresWords) {
   EXPECT_STREQ(shmsem_strerror(-EBUSY), "wait queue is full");
   EXPECT_STREQ(shmsem_strerror(EBUSY), "wait queue is full");
   EXPECT_NE(shmsem_strerror(-12345), nullptr);
+}
+
+TEST(Strerror, IntMinIsAnUnknownErrorNotAnOverflow) {
+  EXPECT_STREQ(shmsem_strerror(INT_MIN), "unknown error");
 }
 
 TEST(Abi, PublicStructSizesArePinned) {

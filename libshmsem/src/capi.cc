@@ -1,6 +1,7 @@
 // The C API boundary: argument checks and dispatch into shmsem::detail.
 // Nothing below this file sees a C caller.
 #include <errno.h>
+#include <limits.h>
 #include <string.h>
 
 #include <shmsem/shmsem.h>
@@ -93,6 +94,7 @@ SHMSEM_API uint64_t shmsem_stat_wait_quantile(const struct shmsem_stat *st,
 SHMSEM_API int shmsem_check(shmsem_t *s) { return d::check(s, nullptr, 0); }
 
 SHMSEM_API const char *shmsem_strerror(int err) {
+  if (err == INT_MIN) return "unknown error";
   if (err < 0) err = -err;
   switch (err) {
     case 0: return "success";

@@ -194,14 +194,24 @@ namespace {
 // Every pass publishes its start as the heartbeat (core.last_reclaim_ns:
 // the rate limit, and what the backups watch) and sets the period from its
 // cost, so that whoever runs the next one spends at most about
-// 1/kPassBudget of a CPU on passes, however many records are in use.
+// 1/kPassBudget of a CPU on passes, however many records are in use. The
+// cost is the calling thread's CPU time, not wall time: a pass that waited
+// for the lock or was preempted on a busy machine did not cost more, and
+// must not stretch the period (a wall-clock cost once made backups sleep
+// for seconds under a sanitizer while a dead watcher's slot held a permit).
+uint64_t thread_cpu_ns() {
+  timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return ts_to_ns(ts);
+}
+
 class PassClock {
  public:
-  explicit PassClock(shmsem_t *s) : s_(s), start_(real_mono_ns()) {
-    s_->core->last_reclaim_ns.store(start_, std::memory_order_relaxed);
+  explicit PassClock(shmsem_t *s) : s_(s), cpu0_(thread_cpu_ns()) {
+    s_->core->last_reclaim_ns.store(real_mono_ns(), std::memory_order_relaxed);
   }
   ~PassClock() {
-    uint64_t cost = real_mono_ns() - start_;
+    uint64_t cost = thread_cpu_ns() - cpu0_;
     s_->core->watch_period_ns.store(
         std::clamp(cost * kPassBudget, kWatchPeriodNs, kMaxWatchPeriodNs),
         std::memory_order_relaxed);
@@ -209,7 +219,7 @@ class PassClock {
 
  private:
   shmsem_t *s_;
-  uint64_t start_;
+  uint64_t cpu0_;
 };
 
 }  // namespace

@@ -62,7 +62,7 @@ void read_holders(const shmsem_t *s, Snapshot *out) {
     h.gen = rec.gen.load(std::memory_order_relaxed);
     h.reserved = state == d::kLeaseReserved;
     d::Owner o = read_owner(rec.owner);
-    describe_process(o, false, s->can_judge, &h.owner);
+    describe_process(o, false, d::may_judge(s->pidns), &h.owner);
     uint64_t since = rec.since_ns.load(std::memory_order_relaxed);
     h.held_ns = now > since ? now - since : 0;
     out->holders.push_back(std::move(h));
@@ -75,7 +75,7 @@ Waiter make_waiter(const shmsem_t *s, uint32_t idx, uint64_t now) {
   w.slot = idx;
   w.ticket = peek(ws.ticket);
   d::Owner o = read_owner(ws.owner);
-  describe_process(o, true, s->can_judge, &w.owner);
+  describe_process(o, true, d::may_judge(s->pidns), &w.owner);
   uint64_t enq = ws.enq_ns.load(std::memory_order_relaxed);
   w.waiting_ns = now > enq ? now - enq : 0;
   return w;

@@ -52,24 +52,26 @@ void leave_on_thread_cancel(void *arg) {
 }
 
 // The blocking acquires are cancellation points, as sem_wait(3) is, but
-// only here: asynchronous cancellation is enabled around the futex system
-// call alone, where the thread holds no lock and changes no shared state;
-// a cancellation requested earlier acts as soon as it is enabled.
+// only here, and only deferred: cancellation is enabled (type deferred)
+// around the futex sleep, and a request is acted on by pthread_testcancel()
+// just before and just after it. pthread_cancel() of a thread in deferred
+// mode sends no signal, so the request is seen when the sleep ends, at the
+// waiter's next periodic wake-up at the latest (one watch period, see
+// reclaim.h). Asynchronous cancellation around the system call (what glibc
+// does inside sem_wait) is not possible from outside glibc: its
+// cancellation signal can be in flight when the window closes, and glibc
+// 2.36 then acts on it inside a later cancellable call of the caller's,
+// even with cancellation disabled (found by an adversarial test: a permit
+// lost in 2-3% of cancelled rounds). glibc waits such signals out with
+// private state we cannot read.
 int sleep_cancellable(CancelCleanup *ctx, uint64_t wake_at) {
   int r;
   std::atomic<uint32_t> *word = waiter_word(ctx->s, *ctx->w);
   pthread_cleanup_push(leave_on_thread_cancel, ctx);
-  // A cancellation already pending acts in pthread_testcancel(), while the
-  // type is still deferred: glibc 2.36 sets the thread's result to
-  // PTHREAD_CANCELED there, but not when pthread_setcanceltype() acts on
-  // it. One that arrives while asynchronous is enabled is delivered by
-  // SIGCANCEL, which also interrupts the futex wait.
   pthread_setcancelstate(PTHREAD_CANCEL_ENABLE, nullptr);
   pthread_testcancel();
-  int type;
-  pthread_setcanceltype(PTHREAD_CANCEL_ASYNCHRONOUS, &type);
   r = futex_wait(word, kSlotWaiting, wake_at);
-  pthread_setcanceltype(type, nullptr);
+  pthread_testcancel();
   pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, nullptr);
   pthread_cleanup_pop(0);
   return r;
@@ -91,7 +93,13 @@ int acquire(shmsem_t *s, const timespec *deadline_ts, shmsem_cancel_t *cancel,
   // Thread cancellation acts only while the waiter sleeps (below); nothing
   // else here may be cut short.
   NoCancel no_cancel;
-  const bool cancellable = no_cancel.caller_state() == PTHREAD_CANCEL_ENABLE;
+  // Only in deferred mode: a caller in asynchronous mode may call only
+  // async-cancel-safe functions, which this is not.
+  int type;
+  pthread_setcanceltype(PTHREAD_CANCEL_DEFERRED, &type);
+  if (type != PTHREAD_CANCEL_DEFERRED) pthread_setcanceltype(type, nullptr);
+  const bool cancellable = no_cancel.caller_state() == PTHREAD_CANCEL_ENABLE &&
+                           type == PTHREAD_CANCEL_DEFERRED;
 
   Waiter w;
   int r = waiter_start(s, !expired, &w, lease);

@@ -19,9 +19,7 @@ struct shmsem_handle {
   uint32_t permits;
   uint32_t max_waiters;
   uint64_t nonce;  // header.nonce, copied once at open
-  // This process may judge other processes dead: it shares the segment's
-  // PID namespace, proven at open (docs/DESIGN.md, "What counts as dead").
-  bool can_judge;
+  uint64_t pidns;  // header.pidns: the creator's PID namespace (0 unknown)
 };
 
 #endif  // SHMSEM_SRC_HANDLE_H

@@ -108,6 +108,7 @@ bool parse_stat(const char *p, uint64_t *start, char *state) {
 // What this process learns about itself once.
 struct Self {
   Owner owner;
+  uint64_t pidns;  // pidns_inode(), 0 unknown
   // /proc shows our PID namespace: /proc/self/stat names us by our getpid().
   // A PID namespace without its own /proc mount shows another numbering,
   // in which /proc/<pid> is some other process.
@@ -117,6 +118,7 @@ struct Self {
 Self compute_self() {
   Self me{};
   me.owner.pid = getpid();
+  me.pidns = pidns_inode();
   int fd = pidfd_open_(me.owner.pid, 0);
   if (fd >= 0) {
     me.owner.ino = pidfs_ino(fd);
@@ -194,7 +196,7 @@ thread_local ThreadSelf t_self;
 
 Owner self_owner() { return self().owner; }
 
-Owner self_waiter_owner() {
+Owner self_thread_owner() {
   Owner o = self_owner();
   if (t_self.pid != o.pid) {
     ThreadSelf ts{o.pid, int32_t(syscall(SYS_gettid)), 0};
@@ -282,6 +284,16 @@ Verdict record_verdict(const Owner &o, bool is_slot) {
   Verdict p = process_verdict(o);
   if (!is_slot || p == Verdict::kDead) return p;
   return thread_verdict(o) == Verdict::kDead ? Verdict::kDead : p;
+}
+
+bool pidns_compatible(uint64_t segment_pidns) {
+  uint64_t ns = self().pidns;
+  return !segment_pidns || !ns || ns == segment_pidns;
+}
+
+bool may_judge(uint64_t segment_pidns) {
+  uint64_t ns = self().pidns;
+  return segment_pidns && ns && ns == segment_pidns;
 }
 
 uint64_t pidns_inode() {

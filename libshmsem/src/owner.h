@@ -19,8 +19,8 @@ enum class Verdict { kAlive, kDead, kUnknown };
 // _Fork() or clone() sees a wiped page and recomputes: no atfork handler,
 // and no system call after the first.
 Owner self_owner();
-// This process and the calling thread (for a waiter slot).
-Owner self_waiter_owner();
+// This process and the calling thread (for a waiter slot, and the lock).
+Owner self_thread_owner();
 
 // Has the process named by `o` (pid, start, ino) provably exited? A zombie
 // has exited. A thread-group leader that exited while other threads run
@@ -40,6 +40,14 @@ bool proc_stat(pid_t pid, uint64_t *start, char *state);
 // Inode of this process's PID namespace, from /proc/self/ns/pid or, without
 // /proc, from its pidfd (PIDFD_GET_PID_NAMESPACE, Linux 6.11+); 0 unknown.
 uint64_t pidns_inode();
+
+// PID namespaces, per process (learnt once, like self_owner(), so a child
+// that unshare()d a new one and forked is judged on its own): a process may
+// record itself as an owner unless both inodes are known and differ
+// (-EXDEV), and may judge other owners dead only if both are known and
+// equal. A handle inherited into another namespace is thereby refused.
+bool pidns_compatible(uint64_t segment_pidns);
+bool may_judge(uint64_t segment_pidns);
 
 }  // namespace shmsem::detail
 

@@ -233,7 +233,7 @@ int reclaim(shmsem_t *s) {
   // process that cannot prove it shares the segment's PID namespace judges
   // nobody (every pid it would look up may name another process).
   std::vector<Candidate> dead;
-  if (s->can_judge) {
+  if (may_judge(s->pidns)) {
     Verdicts v;
     for_each_in_use(s, [&](uint32_t, bool slot, const Owner &o) {
       v.add(slot, o);

@@ -111,27 +111,15 @@ shmsem_t *make_handle(void *base, size_t size, bool rdonly,
   s->permits = hdr.permits;
   s->max_waiters = hdr.max_waiters;
   s->nonce = hdr.nonce;
-  s->can_judge = false;
+  s->pidns = hdr.pidns;
   return s;
-}
-
-// A process may judge owners dead only if it provably shares the segment's
-// PID namespace: both inodes known and equal. Known and different is
-// -EXDEV; unknown on either side opens, but this handle never reclaims.
-int check_pidns(const Header &hdr, bool *can_judge) {
-  uint64_t ns = pidns_inode();
-  if (hdr.pidns && ns && hdr.pidns != ns) return -EXDEV;
-  *can_judge = hdr.pidns && ns;
-  return 0;
 }
 
 // The creator's handle on the segment it has just built (and trusts).
 shmsem_t *created_handle(void *base, size_t size) {
   Header hdr;
   memcpy(static_cast<void *>(&hdr), base, sizeof hdr);
-  shmsem_t *s = make_handle(base, size, false, hdr);
-  if (s) s->can_judge = hdr.pidns != 0;
-  return s;
+  return make_handle(base, size, false, hdr);
 }
 
 int map_fd(int fd, bool rdonly, shmsem_t **out) {
@@ -144,12 +132,10 @@ int map_fd(int fd, bool rdonly, shmsem_t **out) {
   if (base == MAP_FAILED) return -errno;
   Header hdr;
   int e = segment_validate(base, size, &hdr);
-  bool can_judge = false;
-  if (e == 0) e = check_pidns(hdr, &can_judge);
+  if (e == 0 && !pidns_compatible(hdr.pidns)) e = -EXDEV;
   if (e == 0) {
     *out = make_handle(base, size, rdonly, hdr);
     if (!*out) e = -ENOMEM;
-    else (*out)->can_judge = can_judge;
   }
   if (e) munmap(base, size);
   return e;

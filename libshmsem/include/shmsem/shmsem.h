@@ -38,16 +38,23 @@
  * token) and comes back when the process exits. A queued wait belongs to
  * its thread: exec (which ends the other threads) or cancellation leaves no
  * ghost in the queue. A fork child, whether made by fork(), _Fork() or
- * clone(), is a new owner: it inherits no leases and no waits, and may use
- * its parent's handle at once. The library keeps no descriptors, no threads
- * and no signal handlers in the caller's process, installs no atfork
- * handler, and maps one private page (MADV_WIPEONFORK) per process.
+ * clone() without CLONE_VM, is a new owner: it inherits no leases and no
+ * waits, and may use its parent's handle at once (a child sharing its
+ * parent's memory, clone(CLONE_VM) without CLONE_THREAD, must not call the
+ * library). A handle used from another PID namespace than the semaphore's
+ * (a child that unshare()d one) cannot acquire: -EXDEV. The library keeps
+ * no descriptors, no threads and no signal handlers in the caller's
+ * process, installs no atfork handler, and maps one private page
+ * (MADV_WIPEONFORK) per process.
  *
  * Thread cancellation: shmsem_acquire, shmsem_acquire_until and
- * shmsem_acquire_ex are cancellation points, as sem_wait is, but only while
- * the caller sleeps in the queue; a cancelled waiter leaves the queue owning
- * nothing (a permit granted at that instant is passed on). No other
- * function is a cancellation point; none is async-cancel-safe.
+ * shmsem_acquire_ex are deferred cancellation points while the caller sleeps
+ * in the queue: a pthread_cancel() takes effect when the sleep ends, at the
+ * latest at the waiter's next periodic wake-up (one watch period: a few ms
+ * with a few owners, more for long queues or huge holder sets; see
+ * shmsem(7)). A cancelled waiter leaves the queue owning nothing (a permit
+ * granted at that instant is passed on). No other function is a
+ * cancellation point, and nothing is async-cancel-safe.
  *
  * Lease states (one record per permit):
  *
@@ -145,7 +152,8 @@ int shmsem_unlink(const char *name);
  * one is granted. No system call when a permit is free and nobody waits.
  * Not interrupted by signals. A cancellation point while asleep (see above).
  * Errors: -ESHUTDOWN closed (before or while waiting); -EBUSY the wait
- * queue is full; -EBADF read-only handle.
+ * queue is full; -EBADF read-only handle; -EXDEV called from another PID
+ * namespace than the semaphore's.
  */
 int shmsem_acquire(shmsem_t *s, shmsem_lease_t *lease);
 

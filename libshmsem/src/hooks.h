@@ -31,7 +31,9 @@ namespace shmsem::detail {
   X(RECLAIM_SCANNED)           /* dead owners found, lock not yet taken */    \
   X(RECLAIM_LOCKED)            /* reclamation holds the lock */               \
   X(RECLAIM_ONE)               /* one record reclaimed, lock held */          \
-  X(REPAIR_LOCKED)             /* repair after EOWNERDEAD, lock held */      \
+  X(REPAIR_LOCKED)             /* repair after a takeover, lock held */      \
+  X(LOCK_TAKEN)                /* lock word CASed, holder not yet named */    \
+  X(LOCK_TAKEOVER)             /* dead holder proven, word not yet CASed */   \
   X(CREATE_OPENED)             /* create: unnamed file open, empty */         \
   X(CREATE_SIZED)              /* create: file sized, not initialised */      \
   X(CREATE_INITIALISED)        /* create: segment built, not yet named */     \

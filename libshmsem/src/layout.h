@@ -5,7 +5,6 @@
 #ifndef SHMSEM_SRC_LAYOUT_H
 #define SHMSEM_SRC_LAYOUT_H
 
-#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -20,6 +19,9 @@ inline constexpr uint64_t kMagic = 0x0100'4d45'534d'4853ull;  // "SHMSEM\0\1"
 inline constexpr uint32_t kLayoutVersion = 2;
 inline constexpr uint32_t kReady = 0x5245'4459u;  // "READY", stored last
 inline constexpr uint32_t kNone = 0xffff'ffffu;   // "no index"
+// The lock word: a tid (at most 2^22 on Linux) and one flag.
+inline constexpr uint32_t kLockWaiters = 0x8000'0000u;
+inline constexpr uint32_t kLockTidMask = 0x3fff'ffffu;
 
 // Lease record states. Distinct non-zero values so that zeroed or 0xff-filled
 // memory never decodes as a valid state.
@@ -109,7 +111,14 @@ static_assert(sizeof(WaiterSlot) == 2 * kCacheLine);
 // Everything below `lock` is changed only while holding it; the std::atomic
 // types are for lock-free readers (read-only status, the waiter's poll).
 struct alignas(kCacheLine) Core {
-  pthread_mutex_t lock;  // process-shared, robust
+  // The segment lock (lock.cc): 0 free, else the holder's tid, with
+  // kLockWaiters set while someone may sleep on it. No pointer, unlike a
+  // robust pthread mutex, whose robust-list links live in the mutex.
+  std::atomic<uint32_t> lock_word;
+  uint32_t lock_pad;
+  // Who holds it: written by the holder right after taking it, `tid` last
+  // (release); read by waiters that suspect the holder died.
+  Owner lock_owner;
   std::atomic<uint32_t> available;
   std::atomic<uint32_t> held;
   std::atomic<uint32_t> reserved;

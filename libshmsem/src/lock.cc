@@ -1,37 +1,159 @@
+// The segment lock. See lock.h and docs/DESIGN.md section 2.
+//
+// Word states: 0 free; T held by thread T, nobody asleep; T | kLockWaiters
+// held, someone may be asleep (Drepper's "mutex 3": a waiter that takes the
+// lock sets the flag again, since others may still sleep). Acquire is one
+// CAS; release is one exchange, and a FUTEX_WAKE only when the flag was set.
+//
+// A holder that dies inside the critical section leaves its tid in the
+// word. Nothing tells the waiters (no robust list); instead each waiter
+// sleeps at most kCheckNs, then judges the holder named by the word:
+// lock_owner when it names the same tid (the holder names itself right after
+// its CAS, tid last), or the bare tid when it died before naming itself.
+// Dead (owner.h's proof: its thread or its process provably exited) -> CAS
+// the word from that value to ourselves, repair(), carry on. Anything else
+// (alive, stopped, unknown) -> keep waiting, checking less often.
 #include "lock.h"
 
 #include <errno.h>
-#include <stdlib.h>
 
+#include <algorithm>
+
+#include "clock.h"
+#include "futex.h"
+#include "hooks.h"
+#include "owner.h"
 #include "recovery.h"
 
 namespace shmsem::detail {
+namespace {
 
-int init_lock(pthread_mutex_t *m) {
-  pthread_mutexattr_t a;
-  int e = pthread_mutexattr_init(&a);
-  if (e) return -e;
-  e = pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
-  if (!e) e = pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST);
-  if (!e) e = pthread_mutex_init(m, &a);
-  pthread_mutexattr_destroy(&a);
-  return -e;
+// First liveness check after 1 ms of waiting, then every 2, 4, ... 64 ms.
+constexpr uint64_t kCheckNs = 1'000'000;
+constexpr uint64_t kMaxCheckNs = 64'000'000;
+constexpr int kSpins = 64;
+
+Owner read_lock_owner(const Owner &o) {
+  Owner c;
+  c.tid = __atomic_load_n(&o.tid, __ATOMIC_ACQUIRE);  // written last
+  c.pid = __atomic_load_n(&o.pid, __ATOMIC_RELAXED);
+  c.start = __atomic_load_n(&o.start, __ATOMIC_RELAXED);
+  c.ino = __atomic_load_n(&o.ino, __ATOMIC_RELAXED);
+  c.tino = __atomic_load_n(&o.tino, __ATOMIC_RELAXED);
+  return c;
 }
 
-void lock(shmsem_t *s) {
-  int e = pthread_mutex_lock(&s->core->lock);
-  if (e == EOWNERDEAD) {
-    // The previous owner died inside a critical section: rebuild the
-    // derived state from the record states, then mark the lock usable.
-    repair(s);
-    pthread_mutex_consistent(&s->core->lock);
-  } else if (e != 0) {
-    // ENOTRECOVERABLE cannot happen (every EOWNERDEAD path above calls
-    // pthread_mutex_consistent); anything else is memory corruption.
-    abort();
+// Holder `word` (a value read from lock_word) is provably dead.
+bool holder_dead(shmsem_t *s, uint32_t word) {
+  if (!s->can_judge) return false;
+  Core *c = s->core;
+  int32_t tid = int32_t(word & kLockTidMask);
+  Owner o = read_lock_owner(c->lock_owner);
+  // The record is the holder's if it names the same tid and the word did
+  // not change while we read it: only the holder of the word writes it.
+  if (c->lock_word.load(std::memory_order_acquire) != word) return false;
+  if (o.tid != tid) {
+    o = Owner{};  // it died before naming itself: judge the bare tid
+    o.tid = tid;
+  }
+  if (thread_verdict(o) == Verdict::kDead) return true;
+  return o.pid && process_verdict(o) == Verdict::kDead;
+}
+
+// The caller's name in the lock record (no system call after the first).
+void name_holder(Core *c, const Owner &me) {
+  Owner &o = c->lock_owner;
+  if (__atomic_load_n(&o.tid, __ATOMIC_RELAXED) == me.tid &&
+      o.pid == me.pid && o.tino == me.tino && o.ino == me.ino &&
+      o.start == me.start)
+    return;
+  __atomic_store_n(&o.tid, 0, __ATOMIC_RELAXED);
+  __atomic_store_n(&o.pid, me.pid, __ATOMIC_RELAXED);
+  __atomic_store_n(&o.start, me.start, __ATOMIC_RELAXED);
+  __atomic_store_n(&o.ino, me.ino, __ATOMIC_RELAXED);
+  __atomic_store_n(&o.tino, me.tino, __ATOMIC_RELAXED);
+  __atomic_store_n(&o.tid, me.tid, __ATOMIC_RELEASE);  // last: see above
+}
+
+// Returns true if the lock was taken over from a dead holder.
+bool lock_slow(shmsem_t *s, uint32_t me) {
+  std::atomic<uint32_t> &word = s->core->lock_word;
+  for (int i = 0; i < kSpins; i++) {
+    uint32_t v = word.load(std::memory_order_relaxed);
+    if (v == 0 && word.compare_exchange_weak(v, me, std::memory_order_acquire,
+                                             std::memory_order_relaxed))
+      return false;
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+  }
+  uint64_t interval = kCheckNs;
+  uint64_t check_at = real_mono_ns() + interval;
+  for (;;) {
+    uint32_t v = word.load(std::memory_order_relaxed);
+    if (v == 0) {
+      // Others may still sleep: keep the flag (mutex 3).
+      if (word.compare_exchange_strong(v, me | kLockWaiters,
+                                       std::memory_order_acquire,
+                                       std::memory_order_relaxed))
+        return false;
+      continue;
+    }
+    if (!(v & kLockWaiters) &&
+        !word.compare_exchange_strong(v, v | kLockWaiters,
+                                      std::memory_order_relaxed,
+                                      std::memory_order_relaxed))
+      continue;
+    v |= kLockWaiters;
+    // Bounded: a wake that never comes (a dead holder, or a read-only
+    // process that requeued us with FUTEX_CMP_REQUEUE) costs one interval.
+    futex_wait(&word, v, check_at);
+    uint64_t now = real_mono_ns();
+    if (now < check_at) continue;
+    if (word.load(std::memory_order_relaxed) == v && holder_dead(s, v)) {
+      SHMSEM_HOOK(LOCK_TAKEOVER);
+      uint32_t expected = v;
+      if (word.compare_exchange_strong(expected, me | kLockWaiters,
+                                       std::memory_order_acquire,
+                                       std::memory_order_relaxed))
+        return true;
+    }
+    interval = std::min(interval * 2, kMaxCheckNs);
+    check_at = now + interval;
   }
 }
 
-void unlock(shmsem_t *s) { pthread_mutex_unlock(&s->core->lock); }
+}  // namespace
+
+void init_lock(Core *c) {
+  c->lock_word.store(0, std::memory_order_relaxed);
+  c->lock_owner = Owner{};
+}
+
+void lock(shmsem_t *s) {
+  const Owner me = self_thread_owner();
+  const uint32_t tid = uint32_t(me.tid) & kLockTidMask;
+  uint32_t expected = 0;
+  // Acquire: pairs with the release exchange in unlock().
+  bool dead_holder = false;
+  if (!s->core->lock_word.compare_exchange_strong(
+          expected, tid, std::memory_order_acquire,
+          std::memory_order_relaxed))
+    dead_holder = lock_slow(s, tid);
+  SHMSEM_HOOK(LOCK_TAKEN);
+  name_holder(s->core, me);
+  if (dead_holder) {
+    // The previous holder died inside a critical section: rebuild the
+    // derived state from the record states before anyone else sees it.
+    repair(s);
+  }
+}
+
+void unlock(shmsem_t *s) {
+  // Release: everything written under the lock happens-before the next
+  // holder's acquire CAS.
+  uint32_t v = s->core->lock_word.exchange(0, std::memory_order_release);
+  if (v & kLockWaiters) futex_wake(&s->core->lock_word, 1);
+}
 
 }  // namespace shmsem::detail

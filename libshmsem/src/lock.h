@@ -1,6 +1,9 @@
-// The segment lock: a process-shared robust pthread mutex. If its owner dies
-// the kernel marks it and the next locker receives EOWNERDEAD; lock() then
-// runs repair() (recovery.cc) before anyone else sees the state.
+// The segment lock: one futex word holding the holder's tid, no pointer.
+// A waiter sleeps with a timeout, and when the holder has held the lock
+// suspiciously long it asks whether the holder is provably dead (owner.h);
+// if so it takes the lock over and runs repair() (recovery.cc) before anyone
+// else sees the state. A stopped or merely slow holder is waited for.
+// docs/DESIGN.md section 2.
 #ifndef SHMSEM_SRC_LOCK_H
 #define SHMSEM_SRC_LOCK_H
 
@@ -8,7 +11,7 @@
 
 namespace shmsem::detail {
 
-int init_lock(pthread_mutex_t *m);
+void init_lock(Core *c);
 void lock(shmsem_t *s);
 void unlock(shmsem_t *s);
 

@@ -53,8 +53,7 @@ int init_segment(void *base, uint32_t permits, uint32_t max_waiters) {
 
   // The file is fresh from ftruncate, so all bytes are zero (which is also
   // an empty array of records in use).
-  int e = init_lock(&core->lock);
-  if (e) return e;
+  init_lock(core);
   core->available.store(permits, std::memory_order_relaxed);
   core->head = core->tail = core->watcher = kNone;
   core->next_ticket = 1;

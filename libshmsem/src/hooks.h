@@ -34,6 +34,7 @@ namespace shmsem::detail {
   X(REPAIR_LOCKED)             /* repair after a takeover, lock held */      \
   X(LOCK_TAKEN)                /* lock word CASed, holder not yet named */    \
   X(LOCK_TAKEOVER)             /* dead holder proven, word not yet CASed */   \
+  X(LOCK_HOLDER_ALIVE)         /* a lock waiter judged the holder not dead */ \
   X(CREATE_OPENED)             /* create: unnamed file open, empty */         \
   X(CREATE_SIZED)              /* create: file sized, not initialised */      \
   X(CREATE_INITIALISED)        /* create: segment built, not yet named */     \

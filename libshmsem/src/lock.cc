@@ -110,13 +110,17 @@ bool lock_slow(shmsem_t *s, uint32_t me) {
     futex_wait(&word, v, check_at);
     uint64_t now = real_mono_ns();
     if (now < check_at) continue;
-    if (word.load(std::memory_order_relaxed) == v && holder_dead(s, v)) {
-      SHMSEM_HOOK(LOCK_TAKEOVER);
-      uint32_t expected = v;
-      if (word.compare_exchange_strong(expected, me | kLockWaiters,
-                                       std::memory_order_acquire,
-                                       std::memory_order_relaxed))
-        return true;
+    if (word.load(std::memory_order_relaxed) == v) {
+      if (holder_dead(s, v)) {
+        SHMSEM_HOOK(LOCK_TAKEOVER);
+        uint32_t expected = v;
+        if (word.compare_exchange_strong(expected, me | kLockWaiters,
+                                         std::memory_order_acquire,
+                                         std::memory_order_relaxed))
+          return true;
+      } else {
+        SHMSEM_HOOK(LOCK_HOLDER_ALIVE);
+      }
     }
     interval = std::min(interval * 2, kMaxCheckNs);
     check_at = now + interval;

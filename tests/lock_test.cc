@@ -1,0 +1,308 @@
+// The segment lock (lock.cc): a holder that is stopped is waited for, one
+// that died (killed, or ended by another thread's exec) is taken over and
+// the state repaired, and a read-only process that requeues the lock's
+// sleepers delays them by at most one check interval. Real processes, real
+// SIGSTOP/SIGKILL/exec; hook points decide where each one stands.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <linux/futex.h>
+#include <shmsem/shmsem.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstddef>
+#include <thread>
+
+#include "handle.h"
+#include "layout.h"
+#include "support/process.h"
+#include "support/segment.h"
+#include "testing.h"
+
+namespace shmsem::test {
+namespace {
+
+using testing::HookPoint;
+using std::chrono::seconds;
+
+std::atomic<int> g_alive_verdicts{0};
+HookPoint g_stop_at;
+std::atomic<bool> g_armed{false};
+
+// In the holder process: stop (or die) the first time `g_stop_at` is
+// reached. In the test process: count the lock waiters' "alive" verdicts.
+void holder_hook(HookPoint p, void *ctx) {
+  if (p == HookPoint::LOCK_HOLDER_ALIVE) g_alive_verdicts++;
+  if (p != g_stop_at || !g_armed.exchange(false)) return;
+  int sig = int(reinterpret_cast<intptr_t>(ctx));
+  raise(sig);
+}
+
+// A child that stops itself (or dies, sig) at `point` inside its next
+// try_acquire. Returns its pid once it has stopped (or died, unreaped).
+pid_t spawn_holder_at(Children &kids, const Segment &seg, HookPoint point,
+                      int sig) {
+  pid_t pid = kids.spawn([&, point, sig] {
+    shmsem_t *s = seg.open_again();
+    g_stop_at = point;
+    g_armed = true;
+    testing::set_hook(holder_hook,
+                      reinterpret_cast<void *>(intptr_t(sig)));
+    shmsem_lease_t l;
+    int r = shmsem_try_acquire(s, &l);
+    testing::set_hook(nullptr, nullptr);
+    return r == 0 && shmsem_release(s, &l) == 0 ? 0 : 1;
+  });
+  int status = 0;
+  int opts = sig == SIGSTOP ? WUNTRACED : WNOWAIT | WEXITED;
+  siginfo_t si{};
+  if (sig == SIGSTOP)
+    EXPECT_EQ(waitpid(pid, &status, opts), pid);
+  else
+    EXPECT_EQ(waitid(P_PID, id_t(pid), &si, opts), 0);
+  return pid;
+}
+
+uint64_t repairs(shmsem_t *s) {
+  struct shmsem_stat st;
+  shmsem_stat(s, &st);
+  return st.repairs;
+}
+
+TEST(Lock, StoppedHolderIsWaitedForNotRobbed) {
+  Segment seg(1);
+  Children kids;
+  pid_t holder = spawn_holder_at(kids, seg, HookPoint::ACQUIRE_LOCKED, SIGSTOP);
+  g_alive_verdicts = 0;
+  testing::set_hook(holder_hook, nullptr);
+  std::atomic<int> r{1};
+  std::atomic<bool> done{false};
+  std::thread t([&] {
+    shmsem_lease_t l;
+    r = shmsem_try_acquire(seg.get(), &l);
+    if (r == 0) shmsem_release(seg.get(), &l);
+    done = true;
+  });
+  // The waiter has looked at the stopped holder three times (1, 2, 4 ms
+  // apart) and found it alive each time: it must still be waiting.
+  ASSERT_TRUE(wait_until([] { return g_alive_verdicts.load() >= 3; }));
+  EXPECT_FALSE(done.load()) << "a stopped lock holder was robbed";
+  kill(holder, SIGCONT);
+  t.join();
+  testing::set_hook(nullptr, nullptr);
+  EXPECT_EQ(kids.wait(holder), 0);
+  EXPECT_EQ(repairs(seg.get()), 0u);
+  EXPECT_COUNTS(seg.get(), 1, 0, 0, 0);
+  EXPECT_INVARIANTS(seg.get());
+}
+
+// Killed after taking the word, before naming itself (the record names the
+// previous holder): judged by the bare tid. And killed after naming itself.
+class LockKillTest : public ::testing::TestWithParam<HookPoint> {};
+
+TEST_P(LockKillTest, HolderKilledInsideIsTakenOverAndRepaired) {
+  Segment seg(1);
+  shmsem_lease_t mine;
+  ASSERT_EQ(shmsem_acquire(seg.get(), &mine), 0);  // names us in the record
+  ASSERT_EQ(shmsem_release(seg.get(), &mine), 0);
+  Children kids;
+  pid_t holder = spawn_holder_at(kids, seg, GetParam(), SIGKILL);
+  EXPECT_EQ(kids.wait(holder), 128 + SIGKILL);  // reaped: its tid is free
+  shmsem_lease_t l;
+  EXPECT_EQ(shmsem_try_acquire(seg.get(), &l), 0);
+  EXPECT_EQ(repairs(seg.get()), 1u);
+  EXPECT_EQ(shmsem_release(seg.get(), &l), 0);
+  EXPECT_COUNTS(seg.get(), 1, 0, 0, 0);
+  EXPECT_INVARIANTS(seg.get());
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Lock, LockKillTest,
+    ::testing::Values(HookPoint::LOCK_TAKEN, HookPoint::ACQUIRE_LOCKED,
+                      HookPoint::ACQUIRE_LEASE_POPPED),
+    [](const ::testing::TestParamInfo<HookPoint> &i) {
+      return std::string(testing::hook_name(i.param));
+    });
+
+// exec from another thread ends a non-leader thread that holds the lock: its
+// tid is gone, so the next locker takes over. If the holder is the leader,
+// the exec'ing thread inherits the leader's tid and pidfd identity (the
+// kernel's de_thread): the lock stays held until the process exits, which
+// DESIGN.md section 2 states as the one window.
+struct ExecBoard {
+  std::atomic<int> parked{0};
+};
+ExecBoard *g_exec_board;
+bool g_park_leader;
+
+void park_hook(HookPoint p, void *) {
+  if (p != HookPoint::ACQUIRE_LOCKED) return;
+  bool leader = syscall(SYS_gettid) == getpid();
+  if (leader != g_park_leader) return;
+  g_exec_board->parked = 1;
+  for (;;) pause();  // holds the lock until the exec ends this thread
+}
+
+void exec_while_holding(bool leader_holds, Shared<ExecBoard> &board,
+                        const Segment &seg, int stdin_fd) {
+  g_exec_board = &*board;
+  g_park_leader = leader_holds;
+  shmsem_t *s = seg.open_again();
+  testing::set_hook(park_hook, nullptr);
+  auto take = [s] {
+    shmsem_lease_t l;
+    shmsem_try_acquire(s, &l);
+  };
+  auto exec_cat = [stdin_fd] {
+    dup2(stdin_fd, 0);
+    execl("/bin/cat", "cat", static_cast<char *>(nullptr));
+    _exit(127);
+  };
+  if (leader_holds) {
+    std::thread t([&] {
+      while (!g_exec_board->parked.load()) usleep(100);
+      exec_cat();
+    });
+    take();
+  } else {
+    std::thread t(take);
+    while (!g_exec_board->parked.load()) usleep(100);
+    exec_cat();
+  }
+  _exit(126);
+}
+
+TEST(Lock, HolderThreadEndedByAnotherThreadsExecIsTakenOver) {
+  Segment seg(1);
+  Shared<ExecBoard> board;
+  int in[2];
+  ASSERT_EQ(pipe2(in, O_CLOEXEC), 0);  // cat gets only in[0], as stdin
+  Children kids;
+  pid_t p = kids.spawn([&] {
+    exec_while_holding(false, board, seg, in[0]);
+    return 0;
+  });
+  close(in[0]);
+  ASSERT_TRUE(wait_until([&] { return board->parked.load() == 1; }));
+  // Once cat runs, the parked thread is gone; our lock waits, proves it,
+  // takes over and repairs.
+  shmsem_lease_t l;
+  EXPECT_EQ(shmsem_try_acquire(seg.get(), &l), 0);
+  EXPECT_EQ(repairs(seg.get()), 1u);
+  EXPECT_EQ(shmsem_release(seg.get(), &l), 0);
+  EXPECT_INVARIANTS(seg.get());
+  close(in[1]);  // cat sees EOF and exits
+  EXPECT_EQ(kids.wait(p), 0);
+}
+
+TEST(Lock, LeaderEndedByAnotherThreadsExecHoldsTheLockUntilTheProcessExits) {
+  Segment seg(1);
+  Shared<ExecBoard> board;
+  int in[2];
+  ASSERT_EQ(pipe2(in, O_CLOEXEC), 0);  // cat gets only in[0], as stdin
+  Children kids;
+  pid_t p = kids.spawn([&] {
+    exec_while_holding(true, board, seg, in[0]);
+    return 0;
+  });
+  close(in[0]);
+  ASSERT_TRUE(wait_until([&] { return board->parked.load() == 1; }));
+  g_alive_verdicts = 0;
+  testing::set_hook(holder_hook, nullptr);
+  std::atomic<int> r{1};
+  std::thread t([&] {
+    shmsem_lease_t l;
+    r = shmsem_try_acquire(seg.get(), &l);
+    if (r == 0) shmsem_release(seg.get(), &l);
+  });
+  // The exec'd cat now carries the leader's identity: judged alive.
+  ASSERT_TRUE(wait_until([] { return g_alive_verdicts.load() >= 3; }));
+  close(in[1]);  // cat exits: now the holder is provably dead
+  t.join();
+  testing::set_hook(nullptr, nullptr);
+  EXPECT_EQ(r.load(), 0);
+  EXPECT_EQ(repairs(seg.get()), 1u);
+  EXPECT_EQ(kids.wait(p), 0);
+  EXPECT_INVARIANTS(seg.get());
+}
+
+// A process with read access only can move the lock's sleepers to another
+// futex (FUTEX_CMP_REQUEUE needs no write access), so the holder's wake
+// misses them. Their sleep is bounded: they still get the lock.
+TEST(Lock, RequeueByAReadOnlyProcessDelaysButNeverStrandsALockWaiter) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to become uid 65534";
+  std::string name = unique_name("ro");
+  struct shmsem_config cfg {};
+  cfg.permits = 1;
+  cfg.mode = 0644;
+  shmsem_t *s = nullptr;
+  ASSERT_EQ(shmsem_create(name.c_str(), &cfg, SHMSEM_EXCL, &s), 0);
+  struct Unlink {
+    std::string n;
+    ~Unlink() { shmsem_unlink(n.c_str()); }
+  } unlink_guard{name};
+  Children kids;
+  pid_t holder = kids.spawn([&] {
+    shmsem_t *h = nullptr;
+    if (shmsem_open(name.c_str(), 0, &h) != 0) return 2;
+    g_stop_at = HookPoint::ACQUIRE_LOCKED;
+    g_armed = true;
+    testing::set_hook(holder_hook, reinterpret_cast<void *>(intptr_t(SIGSTOP)));
+    shmsem_lease_t l;
+    int r = shmsem_try_acquire(h, &l);
+    return r == 0 && shmsem_release(h, &l) == 0 ? 0 : 1;
+  });
+  int status;
+  ASSERT_EQ(waitpid(holder, &status, WUNTRACED), holder);
+  std::atomic<bool> done{false};
+  std::thread t([&] {
+    shmsem_lease_t l;
+    if (shmsem_try_acquire(s, &l) == 0) shmsem_release(s, &l);
+    done = true;
+  });
+  ASSERT_TRUE(wait_until([&] {
+    return s->core->lock_word.load() & detail::kLockWaiters;
+  }));
+  Shared<std::atomic<long>> moved;
+  *moved = -1;
+  pid_t attacker = kids.spawn([&] {
+    if (setresgid(65534, 65534, 65534) || setresuid(65534, 65534, 65534))
+      return 3;
+    int fd = shm_open(name.c_str(), O_RDONLY, 0);
+    if (fd < 0) return 4;
+    struct stat st;
+    fstat(fd, &st);
+    void *m = mmap(nullptr, size_t(st.st_size), PROT_READ, MAP_SHARED, fd, 0);
+    if (m == MAP_FAILED) return 5;
+    auto *c = reinterpret_cast<detail::Core *>(static_cast<char *>(m) +
+                                               detail::kCoreOff);
+    static uint32_t elsewhere = 0;
+    for (int i = 0; i < 20000; i++) {
+      uint32_t v = c->lock_word.load();
+      long n = syscall(SYS_futex, &c->lock_word, FUTEX_CMP_REQUEUE, 0,
+                       reinterpret_cast<void *>(1), &elsewhere, v);
+      if (n > 0) {
+        *moved = n;
+        return 0;
+      }
+      usleep(100);
+    }
+    return 6;
+  });
+  EXPECT_EQ(kids.wait(attacker), 0);
+  EXPECT_GE(moved->load(), 1) << "the requeue never found the sleeper";
+  kill(holder, SIGCONT);  // its unlock wakes nobody: the sleeper was moved
+  EXPECT_EQ(kids.wait(holder), 0);
+  ASSERT_TRUE(wait_until([&] { return done.load(); }, seconds(10)))
+      << "a requeued lock waiter was stranded";
+  t.join();
+  EXPECT_EQ(shmsem_check(s), 0);
+  shmsem_detach(s);
+}
+
+}  // namespace
+}  // namespace shmsem::test

@@ -90,17 +90,10 @@ int acquire(shmsem_t *s, const timespec *deadline_ts, shmsem_cancel_t *cancel,
   }
   if (cancel && cancel_fired(cancel)) return -ECANCELED;
   const bool expired = deadline_ts && mono_ns() >= deadline;
-  // Thread cancellation acts only while the waiter sleeps (below); nothing
-  // else here may be cut short.
-  NoCancel no_cancel;
-  // Only in deferred mode: a caller in asynchronous mode may call only
-  // async-cancel-safe functions, which this is not.
-  int type;
-  pthread_setcanceltype(PTHREAD_CANCEL_DEFERRED, &type);
-  if (type != PTHREAD_CANCEL_DEFERRED) pthread_setcanceltype(type, nullptr);
-  const bool cancellable = no_cancel.caller_state() == PTHREAD_CANCEL_ENABLE &&
-                           type == PTHREAD_CANCEL_DEFERRED;
-
+  // No cancellation point up to the queue: waiter_start() makes none (the
+  // first-time identity reads and the reclamation pass disable
+  // cancellation themselves), so the uncontended path touches no
+  // cancellation state.
   Waiter w;
   int r = waiter_start(s, !expired, &w, lease);
   if (r == -EAGAIN) {
@@ -116,6 +109,15 @@ int acquire(shmsem_t *s, const timespec *deadline_ts, shmsem_cancel_t *cancel,
   if (r == 0) SHMSEM_HOOK(ACQUIRE_TAKEN);
   if (r <= 0) return r;
   SHMSEM_HOOK(ACQUIRE_ENQUEUED);
+  // Queued: thread cancellation acts only while the waiter sleeps (below);
+  // nothing else here may be cut short. Only in deferred mode: a caller in
+  // asynchronous mode may call only async-cancel-safe functions.
+  NoCancel no_cancel;
+  int type;
+  pthread_setcanceltype(PTHREAD_CANCEL_DEFERRED, &type);
+  if (type != PTHREAD_CANCEL_DEFERRED) pthread_setcanceltype(type, nullptr);
+  const bool cancellable = no_cancel.caller_state() == PTHREAD_CANCEL_ENABLE &&
+                           type == PTHREAD_CANCEL_DEFERRED;
 
   if (cancel && !cancel_arm(cancel, s, w.slot, w.ticket))
     return waiter_abandon(s, w, -ECANCELED, lease);

@@ -8,6 +8,7 @@
 
 #include "acquire.h"
 #include "cancel.h"
+#include "cancelstate.h"
 #include "check.h"
 #include "hooks.h"
 #include "reclaim.h"
@@ -21,12 +22,16 @@
 
 namespace d = shmsem::detail;
 
+// create and open open, read and close files, which are cancellation
+// points; the API promises none outside the queue.
 SHMSEM_API int shmsem_create(const char *name, const struct shmsem_config *cfg,
                              int flags, shmsem_t **out) {
+  d::NoCancel no_cancel;
   return d::segment_create(name, cfg, flags, out);
 }
 
 SHMSEM_API int shmsem_open(const char *name, int flags, shmsem_t **out) {
+  d::NoCancel no_cancel;
   return d::segment_open(name, flags, out);
 }
 

@@ -45,7 +45,7 @@ Owner read_lock_owner(const Owner &o) {
 
 // Holder `word` (a value read from lock_word) is provably dead.
 bool holder_dead(shmsem_t *s, uint32_t word) {
-  if (!s->can_judge) return false;
+  if (!may_judge(s->pidns)) return false;
   Core *c = s->core;
   int32_t tid = int32_t(word & kLockTidMask);
   Owner o = read_lock_owner(c->lock_owner);
@@ -135,7 +135,7 @@ void init_lock(Core *c) {
 }
 
 void lock(shmsem_t *s) {
-  const Owner me = self_thread_owner();
+  const Owner &me = self_thread_owner();
   const uint32_t tid = uint32_t(me.tid) & kLockTidMask;
   uint32_t expected = 0;
   // Acquire: pairs with the release exchange in unlock().

@@ -17,6 +17,7 @@
 
 #include <atomic>
 
+#include "cancelstate.h"
 #include "testing_state.h"
 
 #ifndef PIDFS_MAGIC
@@ -116,6 +117,7 @@ struct Self {
 };
 
 Self compute_self() {
+  NoCancel no_cancel;  // open/read/close are cancellation points
   Self me{};
   me.owner.pid = getpid();
   me.pidns = pidns_inode();
@@ -166,50 +168,50 @@ SelfPage *self_page() {
   return static_cast<SelfPage *>(m);
 }
 
-Self self() {
+// This process's Self, by reference: into the page once it is ready (no
+// copy, no system call), else into a per-thread copy just computed.
+const Self &self() {
   SelfPage *p = self_page();
-  if (!p) {
-    // No MADV_WIPEONFORK (Linux < 4.14): nothing can be cached safely
-    // across a fork that runs no handler, so learn it again every time.
-    return compute_self();
+  if (p && p->ready.load(std::memory_order_acquire) == 2) return p->self;
+  // Not learnt yet, or no MADV_WIPEONFORK (Linux < 4.14: nothing can be
+  // cached safely across a fork that runs no handler, so learn it again).
+  thread_local Self t_fallback;
+  t_fallback = compute_self();
+  if (p) {
+    uint32_t expected = 0;
+    if (p->ready.compare_exchange_strong(expected, 1,
+                                         std::memory_order_acquire)) {
+      p->self = t_fallback;
+      p->ready.store(2, std::memory_order_release);
+    }
   }
-  if (p->ready.load(std::memory_order_acquire) == 2) return p->self;
-  Self me = compute_self();
-  uint32_t expected = 0;
-  if (p->ready.compare_exchange_strong(expected, 1,
-                                       std::memory_order_acquire)) {
-    p->self = me;
-    p->ready.store(2, std::memory_order_release);
-  }
-  return me;
+  return t_fallback;
 }
 
-// The calling thread's identity, recomputed in a new process.
-struct ThreadSelf {
-  int32_t pid;
-  int32_t tid;
-  uint64_t tino;
-};
-thread_local ThreadSelf t_self;
+// The calling thread's identity (process part included), recomputed in a
+// new process: the cached pid no longer matches.
+// initial-exec: no __tls_get_addr call on the fast path (a few bytes of
+// static TLS, as glibc itself uses).
+__attribute__((tls_model("initial-exec"))) thread_local Owner t_owner;
 
 }  // namespace
 
-Owner self_owner() { return self().owner; }
+const Owner &self_owner() { return self().owner; }
 
-Owner self_thread_owner() {
-  Owner o = self_owner();
-  if (t_self.pid != o.pid) {
-    ThreadSelf ts{o.pid, int32_t(syscall(SYS_gettid)), 0};
-    int fd = pidfd_open_(ts.tid, PIDFD_THREAD);
+const Owner &self_thread_owner() {
+  const Owner &me = self_owner();
+  if (t_owner.pid != me.pid || t_owner.tid == 0) {
+    NoCancel no_cancel;  // close() is a cancellation point
+    Owner o = me;
+    o.tid = int32_t(syscall(SYS_gettid));
+    int fd = pidfd_open_(o.tid, PIDFD_THREAD);
     if (fd >= 0) {
-      ts.tino = pidfs_ino(fd);
+      o.tino = pidfs_ino(fd);
       close(fd);
     }
-    t_self = ts;
+    t_owner = o;
   }
-  o.tid = t_self.tid;
-  o.tino = t_self.tino;
-  return o;
+  return t_owner;
 }
 
 bool proc_stat(pid_t pid, uint64_t *start, char *state) {
@@ -222,7 +224,7 @@ bool proc_stat(pid_t pid, uint64_t *start, char *state) {
 
 Verdict process_verdict(const Owner &o) {
   if (o.pid <= 0) return Verdict::kUnknown;  // not a record we can judge
-  const Self me = self();
+  const Self &me = self();
   if (o.pid == me.owner.pid) {
     // Our own pid: us, unless the record names an earlier process.
     if ((o.ino && me.owner.ino && o.ino != me.owner.ino) ||

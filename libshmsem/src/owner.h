@@ -18,9 +18,9 @@ enum class Verdict { kAlive, kDead, kUnknown };
 // and kept in a MADV_WIPEONFORK page, so a child of fork(), vfork-free
 // _Fork() or clone() sees a wiped page and recomputes: no atfork handler,
 // and no system call after the first.
-Owner self_owner();
+const Owner &self_owner();
 // This process and the calling thread (for a waiter slot, and the lock).
-Owner self_thread_owner();
+const Owner &self_thread_owner();
 
 // Has the process named by `o` (pid, start, ino) provably exited? A zombie
 // has exited. A thread-group leader that exited while other threads run

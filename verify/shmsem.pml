@@ -5,13 +5,14 @@
  * and which properties are checked: verify/MODEL.md. Run: verify/run.sh.
  *
  * Shape. NP processes share one semaphore of N permits and W waiter slots.
- * Every critical section of the C code is one `atomic` block: the robust
+ * Every critical section of the C code is one `atomic` block: the segment
  * lock serialises them, so nothing else can interleave inside one. A process
  * may die at every crash point CP inside a block (between the stores, in
  * the order the C code makes them), and outside the lock (CBL, DIE) at
  * every point that can make a difference. Dying inside a block leaves the
- * lock "owner died" (lock_dirty) and the next locker runs repair() first,
- * as lock() in lock.cc does.
+ * lock word naming a dead holder (lock_dirty); the next locker proves it
+ * dead, takes the lock over and runs repair() first, as lock() in lock.cc
+ * does.
  *
  * Build-time parameters (spin -D...):
  *   N          permits (1 or 2)            NP        processes (2..3)
@@ -90,7 +91,7 @@ byte next_ticket;
 byte watcher;
 
 /* ---- the robust lock and the world around it ------------------------------ */
-bool lock_dirty;    /* FUTEX_OWNER_DIED: the last owner died holding the lock */
+bool lock_dirty;    /* the lock word names a holder that died holding it */
 byte deadmask;      /* bit p: process p has died (dead never comes back) */
 byte budget;        /* crashes still allowed; init sets it to 0 at any time */
 byte finished;      /* processes that have ended (normally or dead) */
@@ -149,7 +150,7 @@ byte tok_g[NP + 1];
 /* Crash point while waiting (a loop option) */
 #define DIE atomic { budget > 0 -> budget--; GONE }
 
-/* lock() in lock.cc: EOWNERDEAD -> repair(), then pthread_mutex_consistent. */
+/* lock() in lock.cc: a dead holder is taken over, then repair(). */
 #define LOCK \
 	if \
 	:: lock_dirty -> repair(); lock_dirty = false \

@@ -5,7 +5,7 @@
 
 namespace shmsem::detail {
 
-// Called with the lock held after EOWNERDEAD: the previous lock owner died
+// Called with the lock held after a takeover: the previous lock owner died
 // inside a critical section. Rebuilds every derived structure from the
 // record states (docs/DESIGN.md §7) and finishes half-done grants.
 void repair(shmsem_t *s);

@@ -19,6 +19,14 @@ uint32_t pass_permit(shmsem_t *s, uint32_t l) {
   Core *c = s->core;
   LeaseRecord &rec = s->leases[l];
   uint32_t w = c->head;
+  if (w != kNone && (!slot_ok(s, w) || s->slots[w].word.load(
+                                           std::memory_order_relaxed) !=
+                                           kSlotWaiting)) {
+    // A head that is no queued slot: the pool takes the permit, and the
+    // repair at unlock hands it to the real head (INV-NOBYPASS).
+    mark_corrupt(s);
+    w = kNone;
+  }
   if (w == kNone) {
     // Nobody queued: back to the pool.
     rec.state.store(kLeaseFree, std::memory_order_release);  // commit
@@ -59,6 +67,10 @@ int finish_slot(shmsem_t *s, uint32_t w, shmsem_lease_t *lease) {
   switch (word) {
     case kSlotGranted: {
       uint32_t l = ws.lease;
+      if (!lease_ok(s, l)) {
+        mark_corrupt(s);  // repair frees a GRANTED slot without its lease
+        return -EUCLEAN;
+      }
       LeaseRecord &rec = s->leases[l];
       rec.owner = process_of(ws.owner);  // named before HELD (see pass_permit)
       rec.state.store(kLeaseHeld, std::memory_order_release);  // commit

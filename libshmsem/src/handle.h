@@ -19,6 +19,9 @@ struct shmsem_handle {
   uint32_t permits;
   uint32_t max_waiters;
   uint64_t nonce;  // header.nonce, copied once at open
+  // A value read from the segment was out of range during this critical
+  // section: unlock() repairs before releasing (tables.h). Lock holder only.
+  bool corrupt;
   uint64_t pidns;  // header.pidns: the creator's PID namespace (0 unknown)
 };
 

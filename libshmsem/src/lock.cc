@@ -146,6 +146,7 @@ void lock(shmsem_t *s) {
     dead_holder = lock_slow(s, tid);
   SHMSEM_HOOK(LOCK_TAKEN);
   name_holder(s->core, me);
+  s->corrupt = false;
   if (dead_holder) {
     // The previous holder died inside a critical section: rebuild the
     // derived state from the record states before anyone else sees it.
@@ -154,6 +155,12 @@ void lock(shmsem_t *s) {
 }
 
 void unlock(shmsem_t *s) {
+  if (s->corrupt) {
+    // A value read from the segment was out of range: rebuild before
+    // anyone else sees the state (tables.h).
+    s->corrupt = false;
+    repair(s);
+  }
   // Release: everything written under the lock happens-before the next
   // holder's acquire CAS.
   uint32_t v = s->core->lock_word.exchange(0, std::memory_order_release);

@@ -72,7 +72,7 @@ void repair(shmsem_t *s) {
       case kLeaseReserved:
         (rec.state.load(std::memory_order_relaxed) == kLeaseHeld ? held
                                                                  : reserved)++;
-        used_add(c->n_used_leases, s->used_leases, l, &rec.used_pos);
+        used_add(s, c->n_used_leases, s->used_leases, n, l, &rec.used_pos);
         break;
       default:
         rec.state.store(kLeaseFree, std::memory_order_relaxed);
@@ -95,7 +95,7 @@ void repair(shmsem_t *s) {
       c->free_slot = w;
       continue;
     }
-    used_add(c->n_used_slots, s->used_slots, w, &ws.used_pos);
+    used_add(s, c->n_used_slots, s->used_slots, m, w, &ws.used_pos);
     max_ticket = std::max(max_ticket, ws.ticket);
     if (word == kSlotWaiting) queued.push_back(w);
   }
@@ -117,10 +117,12 @@ void repair(shmsem_t *s) {
 
   // 5. A releaser that died after freeing its lease: permits free while
   // waiters queue break INV-NOBYPASS; hand them on.
-  while (c->head != kNone && c->free_lease != kNone) {
+  for (uint32_t i = 0; i < n && c->head != kNone; i++) {
     uint32_t l = lease_pop(s);
+    if (l == kNone) break;
     counter_add(c->available, -1);
-    wake.push_back(pass_permit(s, l));
+    uint32_t g = pass_permit(s, l);
+    if (g != kNone) wake.push_back(g);
   }
   for (uint32_t w : wake) futex_wake(&s->slots[w].word, 1);
 }

@@ -111,6 +111,7 @@ shmsem_t *make_handle(void *base, size_t size, bool rdonly,
   s->max_waiters = hdr.max_waiters;
   s->nonce = hdr.nonce;
   s->pidns = hdr.pidns;
+  s->corrupt = false;
   return s;
 }
 

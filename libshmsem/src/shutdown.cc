@@ -12,8 +12,15 @@ namespace shmsem::detail {
 
 int fail_queued(shmsem_t *s) {
   int n = 0;
-  while (s->core->head != kNone) {
+  // Bounded: a damaged queue may loop or point anywhere.
+  for (uint32_t i = 0; i <= s->max_waiters; i++) {
     uint32_t w = s->core->head;
+    if (w == kNone) break;
+    if (!slot_ok(s, w) ||
+        s->slots[w].word.load(std::memory_order_relaxed) != kSlotWaiting) {
+      mark_corrupt(s);  // repair turns every WAITING slot CLOSED
+      break;
+    }
     queue_unlink(s, w);
     s->slots[w].word.store(kSlotClosed, std::memory_order_release);  // commit
     stat_bump(s->core->shutdown_failures);

@@ -20,6 +20,22 @@ inline void stat_bump(std::atomic<uint64_t> &c, uint64_t d = 1) {
 // grants), and 0 is never a valid generation.
 inline uint64_t next_gen(uint64_t g) { return g + 1 ? g + 1 : 1; }
 
+// --- shared memory is input --------------------------------------------------
+// Every index, link and count read from the segment goes through these
+// checks before it is used, read once into a local: another process may
+// have written anything there (docs/DESIGN.md, "Trust"). A value out of
+// range is never followed; the step is skipped, the handle is marked
+// `corrupt`, and unlock() runs repair() before releasing the lock, which
+// rebuilds every derived structure from the commit words. The operation
+// itself goes on degraded (e.g. "no free lease"), and its committed state
+// words are what repair then builds on.
+inline bool lease_ok(const shmsem_t *s, uint32_t l) { return l < s->permits; }
+inline bool slot_ok(const shmsem_t *s, uint32_t w) { return w < s->max_waiters; }
+inline bool link_ok(const shmsem_t *s, uint32_t w) {
+  return w == kNone || slot_ok(s, w);
+}
+inline void mark_corrupt(shmsem_t *s) { s->corrupt = true; }
+
 // --- the arrays of records in use --------------------------------------------
 // used_leases[0 .. n_used_leases) holds the HELD and RESERVED leases,
 // used_slots[0 .. n_used_slots) the slots that are not FREE, in no order;
@@ -28,31 +44,43 @@ inline uint64_t next_gen(uint64_t g) { return g + 1 ? g + 1 : 1; }
 // (relaxed: it only collects candidates, every one checked again under the
 // lock), so a concurrent move may hide an entry from one pass, never show
 // a wrong one as dead.
-inline void used_add(std::atomic<uint32_t> &n, std::atomic<uint32_t> *arr,
-                     uint32_t idx, uint32_t *pos) {
+inline void used_add(shmsem_t *s, std::atomic<uint32_t> &n,
+                     std::atomic<uint32_t> *arr, uint32_t cap, uint32_t idx,
+                     uint32_t *pos) {
   uint32_t k = n.load(std::memory_order_relaxed);
+  if (k >= cap) return mark_corrupt(s);
   arr[k].store(idx, std::memory_order_relaxed);
   *pos = k;
   n.store(k + 1, std::memory_order_relaxed);
 }
 template <typename Rec>
-inline void used_remove(std::atomic<uint32_t> &n, std::atomic<uint32_t> *arr,
-                        Rec *recs, uint32_t pos) {
-  uint32_t last = n.load(std::memory_order_relaxed) - 1;
+inline void used_remove(shmsem_t *s, std::atomic<uint32_t> &n,
+                        std::atomic<uint32_t> *arr, Rec *recs, uint32_t cap,
+                        uint32_t pos) {
+  uint32_t count = n.load(std::memory_order_relaxed);
+  if (count == 0 || count > cap || pos >= count) return mark_corrupt(s);
+  uint32_t last = count - 1;
   uint32_t moved = arr[last].load(std::memory_order_relaxed);
+  if (moved >= cap) return mark_corrupt(s);
   arr[pos].store(moved, std::memory_order_relaxed);
   recs[moved].used_pos = pos;
   n.store(last, std::memory_order_relaxed);
 }
 
 // --- lease table -----------------------------------------------------------
-// Take a lease off the free list; it joins the records in use.
+// Take a lease off the free list (kNone if empty, or if the list is
+// damaged); it joins the records in use.
 inline uint32_t lease_pop(shmsem_t *s) {
   uint32_t l = s->core->free_lease;
-  if (l != kNone) {
-    s->core->free_lease = s->leases[l].next_free;
-    used_add(s->core->n_used_leases, s->used_leases, l, &s->leases[l].used_pos);
+  if (l == kNone) return kNone;
+  uint32_t next = lease_ok(s, l) ? s->leases[l].next_free : 0;
+  if (!lease_ok(s, l) || !(next == kNone || lease_ok(s, next))) {
+    mark_corrupt(s);
+    return kNone;
   }
+  s->core->free_lease = next;
+  used_add(s, s->core->n_used_leases, s->used_leases, s->permits, l,
+           &s->leases[l].used_pos);
   return l;
 }
 // Put a FREE lease on the free list (repair's rebuild; not in use).
@@ -60,36 +88,47 @@ inline void lease_push(shmsem_t *s, uint32_t l) {
   s->leases[l].next_free = s->core->free_lease;
   s->core->free_lease = l;
 }
-// A lease in use goes back to the pool: off the used array, onto the list.
+// A lease in use (l checked by the caller) goes back to the pool.
 inline void lease_free(shmsem_t *s, uint32_t l) {
-  used_remove(s->core->n_used_leases, s->used_leases, s->leases,
-              s->leases[l].used_pos);
+  used_remove(s, s->core->n_used_leases, s->used_leases, s->leases,
+              s->permits, s->leases[l].used_pos);
   lease_push(s, l);
 }
 
 // --- waiter slots and the FIFO queue -----------------------------------------
 inline uint32_t slot_pop(shmsem_t *s) {
   uint32_t w = s->core->free_slot;
-  if (w != kNone) {
-    s->core->free_slot = s->slots[w].next_free;
-    used_add(s->core->n_used_slots, s->used_slots, w, &s->slots[w].used_pos);
+  if (w == kNone) return kNone;
+  uint32_t next = slot_ok(s, w) ? s->slots[w].next_free : 0;
+  if (!slot_ok(s, w) || !link_ok(s, next)) {
+    mark_corrupt(s);
+    return kNone;
   }
+  s->core->free_slot = next;
+  used_add(s, s->core->n_used_slots, s->used_slots, s->max_waiters, w,
+           &s->slots[w].used_pos);
   return w;
 }
-// Return a slot in use to the free list; its word becomes FREE.
+// Return a slot in use (w checked by the caller) to the free list; its
+// word becomes FREE.
 inline void slot_free(shmsem_t *s, uint32_t w) {
   s->slots[w].word.store(kSlotFree, std::memory_order_release);
-  used_remove(s->core->n_used_slots, s->used_slots, s->slots,
-              s->slots[w].used_pos);
+  used_remove(s, s->core->n_used_slots, s->used_slots, s->slots,
+              s->max_waiters, s->slots[w].used_pos);
   s->slots[w].next_free = s->core->free_slot;
   s->core->free_slot = w;
 }
 inline void queue_append(shmsem_t *s, uint32_t w) {
   Core *c = s->core;
-  s->slots[w].prev = c->tail;
+  uint32_t tail = c->tail;
+  if (!link_ok(s, tail)) {
+    mark_corrupt(s);
+    tail = kNone;  // repair rebuilds the queue from the WAITING words
+  }
+  s->slots[w].prev = tail;
   s->slots[w].next = kNone;
-  if (c->tail != kNone)
-    s->slots[c->tail].next = w;
+  if (tail != kNone)
+    s->slots[tail].next = w;
   else
     c->head = w;
   c->tail = w;
@@ -98,14 +137,19 @@ inline void queue_append(shmsem_t *s, uint32_t w) {
 inline void queue_unlink(shmsem_t *s, uint32_t w) {
   Core *c = s->core;
   WaiterSlot &ws = s->slots[w];
-  if (ws.prev != kNone)
-    s->slots[ws.prev].next = ws.next;
-  else
-    c->head = ws.next;
-  if (ws.next != kNone)
-    s->slots[ws.next].prev = ws.prev;
-  else
-    c->tail = ws.prev;
+  uint32_t prev = ws.prev, next = ws.next;
+  if (!link_ok(s, prev) || !link_ok(s, next)) {
+    mark_corrupt(s);  // links skipped: repair rebuilds the queue
+  } else {
+    if (prev != kNone)
+      s->slots[prev].next = next;
+    else
+      c->head = next;
+    if (next != kNone)
+      s->slots[next].prev = prev;
+    else
+      c->tail = prev;
+  }
   ws.prev = ws.next = kNone;
   counter_add(c->waiting, -1);
 }
@@ -115,8 +159,13 @@ inline void queue_unlink(shmsem_t *s, uint32_t w) {
 // unlocking (returned; kNone if none or `w` was not the watcher).
 inline uint32_t watcher_leave(shmsem_t *s, uint32_t w) {
   if (s->core->watcher != w) return kNone;
-  s->core->watcher = s->core->tail;
-  return s->core->watcher;
+  uint32_t tail = s->core->tail;
+  if (!link_ok(s, tail)) {
+    mark_corrupt(s);
+    tail = kNone;
+  }
+  s->core->watcher = tail;
+  return tail;
 }
 
 // The token of lease `l` at generation `gen`: names this semaphore too.

@@ -1,0 +1,249 @@
+// The segment is input, not memory: another process with write access may
+// have written anything into it. Every index, link and count is checked
+// before use (tables.h); a bad one is never followed, the operation goes on
+// degraded, and the state is repaired before the lock is released. Each
+// case corrupts a real segment through the test's own mapping and then
+// drives ordinary operations in a forked child, so that an out-of-bounds
+// access shows up as a signal, not as silently scribbled memory.
+#include <gtest/gtest.h>
+#include <shmsem/shmsem.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <functional>
+#include <thread>
+
+#include "handle.h"
+#include "layout.h"
+#include "support/process.h"
+#include "support/segment.h"
+
+namespace shmsem::test {
+namespace {
+
+using detail::kNone;
+constexpr uint32_t kFar = 0x4000'0000u;  // 64 GiB past a lease table
+
+// Runs body() in a child; it must exit 0 (not die of SIGSEGV/SIGBUS).
+void in_child(const std::function<int()> &body) {
+  Children kids;
+  pid_t p = kids.spawn(body);
+  EXPECT_EQ(kids.wait(p, std::chrono::seconds(30)), 0)
+      << "128+11 is SIGSEGV, 128+7 SIGBUS, -1 a hang";
+}
+
+// A thread of the calling process queued on `s`, and its outcome.
+struct QueuedThread {
+  std::atomic<int> r{1};
+  shmsem_lease_t l{};
+  std::thread t;
+  void start(shmsem_t *s) {
+    t = std::thread([this, s] { r = shmsem_acquire(s, &l); });
+  }
+};
+
+bool waiting_is(shmsem_t *s, uint32_t n) {
+  return wait_until([&] {
+    struct shmsem_stat st;
+    shmsem_stat(s, &st);
+    return st.waiting == n;
+  });
+}
+
+TEST(Untrusted, OutOfRangeFreeListIndexIsRepairedNotFollowed) {
+  Segment seg(2);
+  seg.get()->core->free_lease = kFar;
+  in_child([&] {
+    shmsem_t *s = seg.open_again();
+    shmsem_lease_t a, b;
+    int r = shmsem_try_acquire(s, &a);  // degraded: no lease, then repaired
+    if (r != 0 && r != -EAGAIN) return 1;
+    if (r == -EAGAIN && shmsem_try_acquire(s, &a) != 0) return 2;
+    if (shmsem_try_acquire(s, &b) != 0) return 3;
+    if (shmsem_release(s, &a) || shmsem_release(s, &b)) return 4;
+    return shmsem_check(s) == 0 ? 0 : 5;
+  });
+  EXPECT_COUNTS(seg.get(), 2, 0, 0, 0);
+  EXPECT_INVARIANTS(seg.get());
+}
+
+TEST(Untrusted, OutOfRangeFreeListLinkIsRepairedNotFollowed) {
+  Segment seg(3);
+  seg.get()->leases[0].next_free = kFar;
+  in_child([&] {
+    shmsem_t *s = seg.open_again();
+    shmsem_lease_t l[3];
+    int got = 0;
+    for (int i = 0; i < 6 && got < 3; i++)
+      if (shmsem_try_acquire(s, &l[got]) == 0) got++;
+    if (got != 3) return 1;
+    for (auto &x : l)
+      if (shmsem_release(s, &x)) return 2;
+    return shmsem_check(s) == 0 ? 0 : 3;
+  });
+  EXPECT_INVARIANTS(seg.get());
+}
+
+TEST(Untrusted, OutOfRangeInUseCountsAreRepairedNotFollowed) {
+  Segment seg(2);
+  seg.get()->core->n_used_leases.store(kFar);
+  seg.get()->core->n_used_slots.store(kFar);
+  in_child([&] {
+    shmsem_t *s = seg.open_again();
+    shmsem_lease_t a;
+    for (int i = 0; i < 3; i++) {
+      if (shmsem_acquire(s, &a) != 0) return 1;
+      if (shmsem_release(s, &a) != 0) return 2;
+    }
+    if (shmsem_recover(s) < 0) return 3;
+    return shmsem_check(s) == 0 ? 0 : 4;
+  });
+  EXPECT_INVARIANTS(seg.get());
+}
+
+// The head of the queue names no queued slot: the released permit goes to
+// the pool, and the repair before unlock hands it to the real head.
+TEST(Untrusted, OutOfRangeQueueHeadStillGrantsTheRealHead) {
+  for (uint32_t bad : {kFar, 5u /* a FREE slot */}) {
+    Segment seg(1);
+    in_child([&] {
+      shmsem_t *s = seg.open_again();
+      shmsem_lease_t held;
+      if (shmsem_acquire(s, &held) != 0) return 1;
+      QueuedThread q;
+      q.start(s);
+      if (!waiting_is(s, 1)) return 2;
+      s->core->head = bad;
+      if (shmsem_release(s, &held) != 0) return 3;
+      q.t.join();
+      if (q.r != 0) return 4;
+      if (shmsem_release(s, &q.l) != 0) return 5;
+      return shmsem_check(s) == 0 ? 0 : 6;
+    });
+    EXPECT_COUNTS(seg.get(), 1, 0, 0, 0);
+    EXPECT_INVARIANTS(seg.get());
+  }
+}
+
+TEST(Untrusted, OutOfRangeQueueLinksAreRepairedNotFollowed) {
+  Segment seg(1);
+  in_child([&] {
+    shmsem_t *s = seg.open_again();
+    shmsem_lease_t held;
+    if (shmsem_acquire(s, &held) != 0) return 1;
+    QueuedThread a, b;
+    a.start(s);
+    if (!waiting_is(s, 1)) return 2;
+    b.start(s);
+    if (!waiting_is(s, 2)) return 3;
+    uint32_t head = s->core->head;
+    s->slots[head].next = kFar;  // unlinking the head follows next
+    s->core->tail = kFar;        // appending follows tail
+    if (shmsem_release(s, &held) != 0) return 4;
+    a.t.join();
+    if (a.r != 0 || shmsem_release(s, &a.l) != 0) return 5;
+    b.t.join();
+    if (b.r != 0 || shmsem_release(s, &b.l) != 0) return 6;
+    return shmsem_check(s) == 0 ? 0 : 7;
+  });
+  EXPECT_COUNTS(seg.get(), 1, 0, 0, 0);
+  EXPECT_INVARIANTS(seg.get());
+}
+
+TEST(Untrusted, CyclicQueueDoesNotHangShutdown) {
+  Segment seg(1);
+  in_child([&] {
+    shmsem_t *s = seg.open_again();
+    shmsem_lease_t held;
+    if (shmsem_acquire(s, &held) != 0) return 1;
+    QueuedThread a, b;
+    a.start(s);
+    if (!waiting_is(s, 1)) return 2;
+    b.start(s);
+    if (!waiting_is(s, 2)) return 3;
+    uint32_t head = s->core->head;
+    s->slots[head].next = head;  // a loop
+    s->slots[head].prev = head;
+    if (shmsem_shutdown(s) < 0) return 4;
+    a.t.join();
+    b.t.join();
+    if (a.r != -ESHUTDOWN || b.r != -ESHUTDOWN) return 5;
+    if (shmsem_release(s, &held) != 0) return 6;
+    return shmsem_check(s) == 0 ? 0 : 7;
+  });
+  EXPECT_INVARIANTS(seg.get());
+}
+
+// The handle keeps the geometry it validated at open: a header rewritten
+// afterwards (2^20 permits over a small mapping) changes nothing it does.
+TEST(Untrusted, HeaderRewrittenAfterOpenDoesNotChangeTheHandlesGeometry) {
+  Segment seg(2, 4);
+  in_child([&] {
+    shmsem_t *s = seg.open_again();
+    s->hdr->permits = SHMSEM_MAX_PERMITS;
+    s->hdr->max_waiters = SHMSEM_MAX_WAITERS;
+    shmsem_lease_t a, b;
+    if (shmsem_acquire(s, &a) || shmsem_acquire(s, &b)) return 1;
+    if (shmsem_try_acquire(s, &a) != -EAGAIN) return 2;
+    if (shmsem_recover(s) < 0) return 3;
+    struct shmsem_stat st;
+    if (shmsem_stat(s, &st) || st.permits != 2 || st.max_waiters != 4) return 4;
+    if (shmsem_release(s, &a) || shmsem_release(s, &b)) return 5;
+    return shmsem_check(s) == 0 ? 0 : 6;
+  });
+  shmsem_t *again = nullptr;
+  EXPECT_EQ(shmsem_open(seg.name().c_str(), 0, &again), -EBADMSG)
+      << "a new opener validates the rewritten header";
+}
+
+// Garbage everywhere in the derived structures (free lists, links, counts,
+// in-use arrays): the next locker's operations stay in bounds, and one
+// repair brings back every invariant as long as the commit words are sane.
+TEST(Untrusted, GarbageInEveryDerivedFieldIsRepairedNotFollowed) {
+  Segment seg(4, 8);
+  shmsem_t *s = seg.get();
+  shmsem_lease_t held;
+  ASSERT_EQ(shmsem_acquire(s, &held), 0);
+  uint32_t x = 0x9e3779b9u;
+  auto junk = [&x] { return x = x * 1664525u + 1013904223u; };
+  detail::Core *c = s->core;
+  c->free_lease = junk();
+  c->free_slot = junk();
+  c->head = junk();
+  c->tail = junk();
+  c->watcher.store(junk());
+  c->n_used_leases.store(junk());
+  c->n_used_slots.store(junk());
+  for (uint32_t i = 0; i < s->permits; i++) {
+    s->leases[i].next_free = junk();
+    s->leases[i].used_pos = junk();
+    s->leases[i].slot = junk();
+  }
+  for (uint32_t i = 0; i < s->max_waiters; i++) {
+    s->slots[i].next_free = junk();
+    s->slots[i].prev = junk();
+    s->slots[i].next = junk();
+    s->slots[i].used_pos = junk();
+    s->slots[i].lease = junk();
+  }
+  for (uint32_t i = 0; i < s->permits + s->max_waiters; i++)
+    s->used_leases[i].store(junk());
+  in_child([&] {
+    shmsem_t *h = seg.open_again();
+    shmsem_lease_t l[4];
+    int got = 0;
+    for (int i = 0; i < 10 && got < 3; i++)
+      if (shmsem_try_acquire(h, &l[got]) == 0) got++;
+    if (got != 3) return 1;
+    for (int i = 0; i < got; i++)
+      if (shmsem_release(h, &l[i])) return 2;
+    if (shmsem_recover(h) < 0) return 3;
+    return shmsem_check(h) == 0 ? 0 : 4;
+  });
+  EXPECT_EQ(shmsem_release(s, &held), 0);
+  EXPECT_COUNTS(s, 4, 0, 0, 0);
+  EXPECT_INVARIANTS(s);
+}
+
+}  // namespace
+}  // namespace shmsem::test

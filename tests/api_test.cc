@@ -292,6 +292,41 @@ TEST(Strerror, SpeaksTheSemaphoresWords) {
   EXPECT_NE(shmsem_strerror(-12345), nullptr);
 }
 
+// A setuid, setgid, sticky or executable segment file is a program waiting
+// to happen in a /dev/shm without nosuid: only read/write bits are taken.
+TEST(Create, ModeBitsOutsideReadWriteAreRefused) {
+  for (uint32_t mode : {04777u, 02660u, 01666u, 0700u, 0661u}) {
+    std::string name = unique_name("mode");
+    shmsem_config cfg{};
+    cfg.permits = 1;
+    cfg.mode = mode;
+    shmsem_t *s = nullptr;
+    EXPECT_EQ(shmsem_create(name.c_str(), &cfg, SHMSEM_EXCL, &s), -EINVAL)
+        << std::oct << mode;
+    EXPECT_EQ(shmsem_unlink(name.c_str()), -ENOENT) << "nothing was created";
+  }
+}
+
+// Another user created the name first: create without SHMSEM_EXCL must not
+// silently use that user's segment, unless SHMSEM_ANY_OWNER says so.
+TEST(Create, ExistingSemaphoreOfAnotherOwnerIsNotUsedSilently) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to give the file away";
+  Segment seg(1);
+  std::string path = "/dev/shm" + seg.name();
+  ASSERT_EQ(chown(path.c_str(), 65534, 65534), 0);
+  shmsem_config cfg{};
+  cfg.permits = 1;
+  shmsem_t *s = nullptr;
+  EXPECT_EQ(shmsem_create(seg.name().c_str(), &cfg, 0, &s), -EPERM);
+  EXPECT_EQ(s, nullptr);
+  EXPECT_STREQ(shmsem_strerror(-EPERM), "semaphore belongs to another user");
+  ASSERT_EQ(shmsem_create(seg.name().c_str(), &cfg, SHMSEM_ANY_OWNER, &s), 0);
+  shmsem_detach(s);
+  ASSERT_EQ(chown(path.c_str(), 0, 0), 0);
+  ASSERT_EQ(shmsem_create(seg.name().c_str(), &cfg, 0, &s), 0) << "ours again";
+  shmsem_detach(s);
+}
+
 TEST(Strerror, IntMinIsAnUnknownErrorNotAnOverflow) {
   EXPECT_STREQ(shmsem_strerror(INT_MIN), "unknown error");
 }

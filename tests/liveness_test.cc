@@ -1365,7 +1365,7 @@ TEST(Liveness, InheritedHandleInAnotherPidNamespaceNeitherTakesNorIsRobbed) {
       int r = shmsem_try_acquire(s, &l);  // inherited handle
       int rec = shmsem_recover(s);
       int a = shmsem_acquire(s, &l);
-      *res = (r == -EXDEV ? 0 : 1) | (rec == 0 ? 0 : 2) | (a == -EXDEV ? 0 : 4);
+      *res = (r == -EXDEV ? 0 : 1) | (rec == -EXDEV ? 0 : 2) | (a == -EXDEV ? 0 : 4);
       _exit(0);
     }
     int st = 0;

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <linux/futex.h>
 #include <shmsem/shmsem.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
@@ -66,6 +67,8 @@ pid_t spawn_holder_at(Children &kids, const Segment &seg, HookPoint point,
     EXPECT_EQ(waitid(P_PID, id_t(pid), &si, opts), 0);
   return pid;
 }
+
+uint32_t lock_word_now(shmsem_t *s) { return s->core->lock_word.load(); }
 
 uint64_t repairs(shmsem_t *s) {
   struct shmsem_stat st;
@@ -302,6 +305,93 @@ TEST(Lock, RequeueByAReadOnlyProcessDelaysButNeverStrandsALockWaiter) {
   t.join();
   EXPECT_EQ(shmsem_check(s), 0);
   shmsem_detach(s);
+}
+
+// The leader thread ends (SYS_exit: only that thread) inside the critical
+// section while another thread keeps the process alive. A zombie leader's
+// thread pidfd does not report its exit; /proc/<tid>/stat shows 'Z', and
+// that is proof enough to take the lock over (an adversarial test had every
+// other process blocked until the holder's process exited).
+void end_leader_hook(HookPoint p, void *) {
+  if (p == HookPoint::ACQUIRE_LOCKED && syscall(SYS_gettid) == getpid())
+    syscall(SYS_exit, 0);  // ends the calling thread only
+}
+
+TEST(Lock, LeaderThreadEndedInsideIsTakenOver) {
+  Segment seg(1);
+  Shared<std::atomic<int>> alive;
+  Children kids;
+  pid_t p = kids.spawn([&] {
+    shmsem_t *s = seg.open_again();
+    std::thread keep([&] {
+      *alive = 1;
+      for (;;) pause();  // keeps the process alive after the leader ends
+    });
+    keep.detach();
+    while (!alive->load()) usleep(100);
+    testing::set_hook(end_leader_hook, nullptr);
+    shmsem_lease_t l;
+    shmsem_try_acquire(s, &l);  // the leader ends in here, holding the lock
+    return 1;                   // never reached
+  });
+  ASSERT_TRUE(wait_until([&] {
+    return (seg.get()->core->lock_word.load() & detail::kLockTidMask) ==
+           uint32_t(p);
+  }));
+  shmsem_lease_t l;
+  EXPECT_EQ(shmsem_try_acquire(seg.get(), &l), 0);
+  EXPECT_EQ(repairs(seg.get()), 1u);
+  EXPECT_EQ(shmsem_release(seg.get(), &l), 0);
+  EXPECT_INVARIANTS(seg.get());
+  EXPECT_EQ(kill(p, 0), 0) << "the holder's process is still alive";
+  kill(p, SIGKILL);
+}
+
+// A child that unshare()s a PID namespace and forks keeps its parent's
+// writable handle. Its tids mean other threads here: if it took the lock,
+// others would judge it dead and rob it (an adversarial test had two
+// processes inside the lock at once). Every locking call is -EXDEV there;
+// a read-only handle, which takes no lock, still reads.
+TEST(Lock, HandleInheritedIntoAnotherPidNamespaceNeverTakesTheLock) {
+  Segment seg(1);
+  shmsem_lease_t held;
+  ASSERT_EQ(shmsem_acquire(seg.get(), &held), 0);
+  shmsem_t *s = seg.get();
+  shmsem_t *ro = seg.open_again(SHMSEM_RDONLY);
+  Shared<std::atomic<int>> res;
+  *res = -1;
+  Children kids;
+  pid_t outer = kids.spawn([&] {
+    if (unshare(CLONE_NEWPID) != 0) {
+      *res = 1000;
+      return 0;
+    }
+    pid_t inner = fork();
+    if (inner == 0) {
+      struct shmsem_stat st;
+      shmsem_lease_t copy = held;
+      int bad = 0;
+      if (shmsem_stat(s, &st) != -EXDEV) bad |= 1;
+      if (shmsem_check(s) != -EXDEV) bad |= 2;
+      if (shmsem_release(s, &copy) != -EXDEV) bad |= 4;
+      if (shmsem_shutdown(s) != -EXDEV) bad |= 8;
+      if (shmsem_recover(s) != -EXDEV) bad |= 16;
+      if (shmsem_stat(ro, &st) != 0 || st.held != 1) bad |= 32;
+      *res = bad;
+      _exit(0);
+    }
+    int st = 0;
+    waitpid(inner, &st, 0);
+    return 0;
+  });
+  EXPECT_EQ(kids.wait(outer), 0);
+  if (res->load() == 1000) GTEST_SKIP() << "unshare(CLONE_NEWPID) is not permitted here";
+  EXPECT_EQ(res->load(), 0) << "bits: 1 stat 2 check 4 release 8 shutdown "
+                               "16 recover 32 read-only stat";
+  EXPECT_EQ(shmsem_release(s, &held), 0);
+  EXPECT_EQ(lock_word_now(s), 0u);
+  EXPECT_INVARIANTS(s);
+  shmsem_detach(ro);
 }
 
 }  // namespace

@@ -19,15 +19,17 @@ struct CreateOptions {
   uint32_t max_waiters = 0;
   std::string mode;
   bool exclusive = false;
+  bool any_owner = false;
 };
 
-// "0660", "660" or "0o660" to permission bits; -1 if not octal 1..07777.
+// "0660", "660" or "0o660" to permission bits; -1 if not octal read/write
+// bits within 0666 (no execute, setuid, setgid or sticky bit).
 long parse_mode(std::string text) {
   if (text.rfind("0o", 0) == 0) text = text.substr(2);
   if (text.empty() || text.size() > 5) return -1;
   char *end = nullptr;
   long v = strtol(text.c_str(), &end, 8);
-  if (*end || v <= 0 || v > 07777) return -1;
+  if (*end || v <= 0 || (v & ~0666L)) return -1;
   return v;
 }
 
@@ -39,15 +41,24 @@ int run_create(const CreateOptions &o) {
     long m = parse_mode(o.mode);
     if (m < 0) {
       fprintf(stderr,
-              "shmsem: create %s: invalid mode '%s': give octal permission "
-              "bits such as 0660 or 0600\n",
+              "shmsem: create %s: invalid mode '%s': give octal read/write "
+              "bits within 0666, such as 0660 or 0600\n",
               o.name.c_str(), o.mode.c_str());
       return kExitUsage;
     }
     cfg.mode = uint32_t(m);
   }
   Handle h;
-  int e = shmsem_create(o.name.c_str(), &cfg, o.exclusive ? SHMSEM_EXCL : 0, &h.s);
+  int flags = (o.exclusive ? SHMSEM_EXCL : 0) | (o.any_owner ? SHMSEM_ANY_OWNER : 0);
+  int e = shmsem_create(o.name.c_str(), &cfg, flags, &h.s);
+  if (e == -EPERM) {
+    fprintf(stderr,
+            "shmsem: create %s: semaphore exists and belongs to another "
+            "user; check who created it ('ls -l /dev/shm%s'), and use "
+            "--any-owner only if you trust that user\n",
+            o.name.c_str(), o.name.c_str());
+    return exit_code_for(e);
+  }
   if (e == -EEXIST && !o.exclusive) {
     // Not exclusive, so it exists with other settings: say which.
     Handle other;
@@ -86,12 +97,15 @@ Subcommand add_create(CLI::App &parent) {
       ->option_text("M")
       ->check(CLI::Range(1u, uint32_t(SHMSEM_MAX_WAITERS)));
   sub->add_option("-m,--mode", o->mode,
-                  "Permission bits of /dev/shm/NAME in octal (default 0600)")
+                  "Read/write bits of /dev/shm/NAME in octal, within 0666 "
+                  "(default 0600)")
       ->option_text("MODE");
+  sub->add_flag("--any-owner", o->any_owner,
+                "Also use an existing semaphore another user owns");
   sub->add_flag("-x,--exclusive", o->exclusive,
                 "Fail (exit 4) if it already exists");
   return {sub, [o] { return run_create(*o); },
-          "shmsem create NAME --permits N [--max-waiters M] [--mode MODE] [--exclusive]"};
+          "shmsem create NAME --permits N [--max-waiters M] [--mode MODE] [--exclusive] [--any-owner]"};
 }
 
 }  // namespace shmsem::cli

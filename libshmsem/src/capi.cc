@@ -10,7 +10,9 @@
 #include "cancel.h"
 #include "cancelstate.h"
 #include "check.h"
+#include "handle.h"
 #include "hooks.h"
+#include "owner.h"
 #include "reclaim.h"
 #include "release.h"
 #include "segment.h"
@@ -21,6 +23,16 @@
 #define SHMSEM_API extern "C" __attribute__((visibility("default")))
 
 namespace d = shmsem::detail;
+
+namespace {
+
+// Every call that takes the segment lock or records an owner: a process in
+// another PID namespace than the semaphore's (a child that unshare()d one
+// and uses an inherited handle) would name itself by a tid that means
+// someone else here, and be robbed of the lock as "dead". -EXDEV instead.
+bool foreign_pidns(shmsem_t *s) { return s && !d::pidns_compatible(s->pidns); }
+
+}  // namespace
 
 // create and open open, read and close files, which are cancellation
 // points; the API promises none outside the queue.
@@ -42,11 +54,13 @@ SHMSEM_API int shmsem_unlink(const char *name) {
 }
 
 SHMSEM_API int shmsem_acquire(shmsem_t *s, shmsem_lease_t *lease) {
+  if (foreign_pidns(s)) return -EXDEV;
   return d::acquire(s, nullptr, nullptr, 0, lease);
 }
 
 SHMSEM_API int shmsem_try_acquire(shmsem_t *s, shmsem_lease_t *lease) {
   if (!s || !lease) return -EINVAL;
+  if (foreign_pidns(s)) return -EXDEV;
   d::Waiter w;
   int r = d::waiter_start(s, false, &w, lease);
   if (r == -EAGAIN && d::maybe_reclaim(s) > 0)
@@ -58,12 +72,14 @@ SHMSEM_API int shmsem_try_acquire(shmsem_t *s, shmsem_lease_t *lease) {
 SHMSEM_API int shmsem_acquire_until(shmsem_t *s, const struct timespec *deadline,
                                     shmsem_lease_t *lease) {
   if (!deadline) return -EINVAL;
+  if (foreign_pidns(s)) return -EXDEV;
   return d::acquire(s, deadline, nullptr, 0, lease);
 }
 
 SHMSEM_API int shmsem_acquire_ex(shmsem_t *s, const struct timespec *deadline,
                                  shmsem_cancel_t *cancel, unsigned flags,
                                  shmsem_lease_t *lease) {
+  if (foreign_pidns(s)) return -EXDEV;
   return d::acquire(s, deadline, cancel, flags, lease);
 }
 
@@ -80,14 +96,23 @@ SHMSEM_API void shmsem_cancel_reset(shmsem_cancel_t *c) {
 }
 
 SHMSEM_API int shmsem_release(shmsem_t *s, shmsem_lease_t *lease) {
+  if (foreign_pidns(s) && !s->rdonly) return -EXDEV;
   return d::release(s, lease);
 }
 
-SHMSEM_API int shmsem_shutdown(shmsem_t *s) { return d::shutdown(s); }
+SHMSEM_API int shmsem_shutdown(shmsem_t *s) {
+  if (foreign_pidns(s) && !s->rdonly) return -EXDEV;
+  return d::shutdown(s);
+}
 
-SHMSEM_API int shmsem_recover(shmsem_t *s) { return d::reclaim(s); }
+SHMSEM_API int shmsem_recover(shmsem_t *s) {
+  if (foreign_pidns(s) && !s->rdonly) return -EXDEV;
+  return d::reclaim(s);
+}
 
+// A read-only handle takes no lock: those work from anywhere.
 SHMSEM_API int shmsem_stat(shmsem_t *s, struct shmsem_stat *st) {
+  if (foreign_pidns(s) && !s->rdonly) return -EXDEV;
   return d::stat(s, st);
 }
 
@@ -96,7 +121,10 @@ SHMSEM_API uint64_t shmsem_stat_wait_quantile(const struct shmsem_stat *st,
   return d::wait_quantile(st, q);
 }
 
-SHMSEM_API int shmsem_check(shmsem_t *s) { return d::check(s, nullptr, 0); }
+SHMSEM_API int shmsem_check(shmsem_t *s) {
+  if (foreign_pidns(s) && !s->rdonly) return -EXDEV;
+  return d::check(s, nullptr, 0);
+}
 
 SHMSEM_API const char *shmsem_strerror(int err) {
   if (err == INT_MIN) return "unknown error";
@@ -120,6 +148,7 @@ SHMSEM_API const char *shmsem_strerror(int err) {
     case EUCLEAN: return "semaphore invariant is broken";
     case ENOTRECOVERABLE: return "waiter slot was reclaimed while in use";
     case EACCES: return "permission denied";
+    case EPERM: return "semaphore belongs to another user";
     default: return strerror(err);
   }
 }

@@ -278,6 +278,19 @@ Verdict thread_verdict(const Owner &o) {
   } else if (uint64_t ino = pidfs_ino(fd); ino && o.tino) {
     v = ino == o.tino ? Verdict::kAlive : Verdict::kDead;
   }
+  // A thread-group leader that ended while other threads run stays a
+  // zombie thread, and its thread pidfd does not report it (seen on 6.18):
+  // /proc/<tid>/stat, where it is ours, shows the state. Only a leader (or
+  // a bare tid, which may be one) can linger so; other threads are reaped
+  // at once and fail pidfd_open with ESRCH. A recycled tid that shows a
+  // zombie proves the recorded thread gone just as well.
+  if (v != Verdict::kDead && (o.pid == 0 || o.tid == o.pid)) {
+    uint64_t start;
+    char state;
+    if (proc_stat(o.tid, &start, &state) &&
+        (state == 'Z' || state == 'X' || state == 'x'))
+      v = Verdict::kDead;
+  }
   close(fd);
   return v;
 }

@@ -122,9 +122,10 @@ shmsem_t *created_handle(void *base, size_t size) {
   return make_handle(base, size, false, hdr);
 }
 
-int map_fd(int fd, bool rdonly, shmsem_t **out) {
+int map_fd(int fd, bool rdonly, const uid_t *owner, shmsem_t **out) {
   struct stat st;
   if (fstat(fd, &st) != 0) return -errno;
+  if (owner && st.st_uid != *owner) return -EPERM;
   if (size_t(st.st_size) < sizeof(Header)) return -EBADMSG;
   size_t size = size_t(st.st_size);
   int prot = PROT_READ | (rdonly ? 0 : PROT_WRITE);
@@ -182,7 +183,11 @@ int segment_validate(const void *base, size_t size, Header *copy) {
   return 0;
 }
 
-int segment_open(const char *name, int flags, shmsem_t **out) {
+namespace {
+
+// Open `name`; with `owner`, only a file that user owns (else -EPERM).
+int open_named(const char *name, int flags, const uid_t *owner,
+               shmsem_t **out) {
   if (!out) return -EINVAL;
   *out = nullptr;
   int e = check_name(name);
@@ -191,9 +196,15 @@ int segment_open(const char *name, int flags, shmsem_t **out) {
   bool rdonly = flags & SHMSEM_RDONLY;
   int fd = shm_open(name, (rdonly ? O_RDONLY : O_RDWR) | O_CLOEXEC, 0);
   if (fd < 0) return -errno;
-  e = map_fd(fd, rdonly, out);
+  e = map_fd(fd, rdonly, owner, out);
   close(fd);
   return e;
+}
+
+}  // namespace
+
+int segment_open(const char *name, int flags, shmsem_t **out) {
+  return open_named(name, flags, nullptr, out);
 }
 
 int segment_create(const char *name, const shmsem_config *cfg, int flags,
@@ -202,9 +213,12 @@ int segment_create(const char *name, const shmsem_config *cfg, int flags,
   *out = nullptr;
   int e = check_name(name);
   if (e) return e;
-  if (!cfg || flags & ~int(SHMSEM_EXCL)) return -EINVAL;
+  if (!cfg || flags & ~int(SHMSEM_EXCL | SHMSEM_ANY_OWNER)) return -EINVAL;
   if (cfg->permits < 1 || cfg->permits > SHMSEM_MAX_PERMITS) return -EINVAL;
-  if (cfg->max_waiters > SHMSEM_MAX_WAITERS || cfg->mode > 07777)
+  // Read and write bits only: a setuid, setgid, sticky or executable
+  // segment file in a /dev/shm without nosuid is a way to run code as its
+  // owner (an unprivileged user wrote an ELF into a 04777 one and ran it).
+  if (cfg->max_waiters > SHMSEM_MAX_WAITERS || (cfg->mode & ~0666u))
     return -EINVAL;
   if (cfg->__reserved0) return -EINVAL;
   for (uint64_t r : cfg->__reserved)
@@ -212,9 +226,14 @@ int segment_create(const char *name, const shmsem_config *cfg, int flags,
   uint32_t max_waiters =
       cfg->max_waiters ? cfg->max_waiters : SHMSEM_DEFAULT_MAX_WAITERS;
   mode_t mode = cfg->mode ? cfg->mode : SHMSEM_DEFAULT_MODE;
+  const uid_t euid_now = geteuid();
 
+  // Without SHMSEM_ANY_OWNER an existing semaphore is used only if the
+  // caller owns it: another user may have created the name first (a
+  // "squatter" with mode 0666) to make our processes use its segment.
+  const uid_t *owner = (flags & SHMSEM_ANY_OWNER) ? nullptr : &euid_now;
   auto open_existing = [&]() -> int {
-    int r = segment_open(name, 0, out);
+    int r = open_named(name, 0, owner, out);
     if (r) return r;
     // Compatible: same permits, and the same queue bound unless the caller
     // left it 0 ("the default, or whatever it already has").

@@ -18,9 +18,8 @@ int waiter_start(shmsem_t *s, bool may_queue, Waiter *w, shmsem_lease_t *lease) 
   // thread that waits, so a slot names the thread too; a lease only the
   // process.
   const Owner &me = may_queue ? self_thread_owner() : self_owner();
-  // Owners are recorded by pid: a process in another PID namespace (a
-  // child that unshare()d one, using a handle it inherited) must not be.
-  if (!pidns_compatible(s->pidns)) return -EXDEV;
+  // (A process in another PID namespace than the segment's never gets
+  // here: the C API refuses it with -EXDEV, capi.cc.)
   LockGuard guard(s);
   SHMSEM_HOOK(ACQUIRE_LOCKED);
   Core *c = s->core;

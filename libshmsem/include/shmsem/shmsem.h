@@ -41,8 +41,10 @@
  * clone() without CLONE_VM, is a new owner: it inherits no leases and no
  * waits, and may use its parent's handle at once (a child sharing its
  * parent's memory, clone(CLONE_VM) without CLONE_THREAD, must not call the
- * library). A handle used from another PID namespace than the semaphore's
- * (a child that unshare()d one) cannot acquire: -EXDEV. The library keeps
+ * library). A writable handle used from another PID namespace than the
+ * semaphore's (a child that unshare()d one) is refused by every call that
+ * acquires, releases or takes the internal lock: -EXDEV (read-only handles
+ * still read). The library keeps
  * no descriptors, no threads and no signal handlers in the caller's
  * process, installs no atfork handler, and maps one private page
  * (MADV_WIPEONFORK) per process.
@@ -108,7 +110,7 @@ typedef struct shmsem_lease {
 struct shmsem_config {
 	uint32_t permits;     /* N >= 1; 0 is -EINVAL */
 	uint32_t max_waiters; /* queue bound; 0 means SHMSEM_DEFAULT_MAX_WAITERS */
-	uint32_t mode;        /* permission bits; 0 means SHMSEM_DEFAULT_MODE */
+	uint32_t mode;        /* read/write bits within 0666; 0 means SHMSEM_DEFAULT_MODE */
 	uint32_t __reserved0;
 	uint64_t __reserved[4]; /* must be zero */
 };
@@ -116,16 +118,23 @@ struct shmsem_config {
 /* Flags for shmsem_create and shmsem_open. */
 #define SHMSEM_EXCL (1u << 0)   /* create: fail with -EEXIST if it exists */
 #define SHMSEM_RDONLY (1u << 1) /* open: map read-only (stat/check only) */
+/* create without SHMSEM_EXCL: also use an existing semaphore owned by another
+ * user (by default only one the caller's effective uid owns is used). */
+#define SHMSEM_ANY_OWNER (1u << 2)
 
 /*
  * Create the semaphore `name` ("/pool": one leading slash, no other, at most
  * NAME_MAX characters after it) with cfg->permits permits, or open it if it
- * already exists and SHMSEM_EXCL is not given. The segment is built in an
- * unnamed file (O_TMPFILE) and linked into place fully initialised, so a
- * creator killed at any point leaves nothing behind.
- * Errors: -EINVAL bad name, config or flags; -EEXIST it exists and
+ * already exists and SHMSEM_EXCL is not given (and, unless SHMSEM_ANY_OWNER
+ * is given, the caller's effective uid owns it: another user could have
+ * created the name first to have our processes use its segment). The
+ * segment is built in an unnamed file (O_TMPFILE) and linked into place
+ * fully initialised, so a creator killed at any point leaves nothing behind.
+ * Errors: -EINVAL bad name, config or flags (mode bits outside 0666: no
+ * execute, setuid, setgid or sticky bits); -EEXIST it exists and
  * SHMSEM_EXCL was given, or it exists with different permits (or a
- * different max_waiters, when cfg->max_waiters is not 0);
+ * different max_waiters, when cfg->max_waiters is not 0); -EPERM it exists
+ * and belongs to another user (see SHMSEM_ANY_OWNER);
  * -EACCES, -ENOMEM, -ENOSPC from the system; the errors of shmsem_open.
  */
 int shmsem_create(const char *name, const struct shmsem_config *cfg, int flags,

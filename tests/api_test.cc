@@ -7,6 +7,7 @@
 #include <linux/seccomp.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -325,6 +326,18 @@ TEST(Create, ExistingSemaphoreOfAnotherOwnerIsNotUsedSilently) {
   ASSERT_EQ(chown(path.c_str(), 0, 0), 0);
   ASSERT_EQ(shmsem_create(seg.name().c_str(), &cfg, 0, &s), 0) << "ours again";
   shmsem_detach(s);
+}
+
+// A FIFO (or any non-regular file) under a semaphore's name: open refuses
+// it at once instead of blocking in open(2) for a writer that never comes.
+TEST(Open, FifoUnderTheNameIsRefusedWithoutBlocking) {
+  std::string name = unique_name("fifo");
+  std::string path = "/dev/shm" + name;
+  ASSERT_EQ(mkfifo(path.c_str(), 0600), 0);
+  shmsem_t *s = nullptr;
+  EXPECT_EQ(shmsem_open(name.c_str(), SHMSEM_RDONLY, &s), -EBADMSG);
+  EXPECT_EQ(shmsem_open(name.c_str(), 0, &s), -EBADMSG);
+  unlink(path.c_str());
 }
 
 TEST(Strerror, IntMinIsAnUnknownErrorNotAnOverflow) {

@@ -125,6 +125,7 @@ shmsem_t *created_handle(void *base, size_t size) {
 int map_fd(int fd, bool rdonly, const uid_t *owner, shmsem_t **out) {
   struct stat st;
   if (fstat(fd, &st) != 0) return -errno;
+  if (!S_ISREG(st.st_mode)) return -EBADMSG;
   if (owner && st.st_uid != *owner) return -EPERM;
   if (size_t(st.st_size) < sizeof(Header)) return -EBADMSG;
   size_t size = size_t(st.st_size);
@@ -194,7 +195,10 @@ int open_named(const char *name, int flags, const uid_t *owner,
   if (e) return e;
   if (flags & ~int(SHMSEM_RDONLY)) return -EINVAL;
   bool rdonly = flags & SHMSEM_RDONLY;
-  int fd = shm_open(name, (rdonly ? O_RDONLY : O_RDWR) | O_CLOEXEC, 0);
+  // O_NONBLOCK: a FIFO planted under the name must not block the open (it
+  // is then refused as not a regular file); glibc adds O_NOFOLLOW.
+  int fd = shm_open(name, (rdonly ? O_RDONLY : O_RDWR) | O_NONBLOCK | O_CLOEXEC,
+                    0);
   if (fd < 0) return -errno;
   e = map_fd(fd, rdonly, owner, out);
   close(fd);

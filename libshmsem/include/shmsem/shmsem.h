@@ -143,7 +143,8 @@ int shmsem_create(const char *name, const struct shmsem_config *cfg, int flags,
 /*
  * Attach to an existing semaphore. flags: 0 or SHMSEM_RDONLY.
  * Errors: -ENOENT no such semaphore; -EINVAL bad name or flags; -EACCES no
- * permission; -EBADMSG not a shmsem segment, truncated, or not initialised;
+ * permission; -EBADMSG not a shmsem segment (or not a regular file: a FIFO
+ * under the name is refused without blocking), truncated, or not initialised;
  * -EPROTO another layout version; -EXDEV created in another PID namespace.
  */
 int shmsem_open(const char *name, int flags, shmsem_t **out);

@@ -202,7 +202,7 @@ TEST(Lock, HolderThreadEndedByAnotherThreadsExecIsTakenOver) {
   EXPECT_EQ(kids.wait(p), 0);
 }
 
-TEST(Lock, LeaderEndedByAnotherThreadsExecHoldsTheLockUntilTheProcessExits) {
+TEST(Lock, LeaderEndedByAnotherThreadsExecHoldsTheLockAtMostUntilTheProcessExits) {
   Segment seg(1);
   Shared<ExecBoard> board;
   int in[2];
@@ -217,16 +217,23 @@ TEST(Lock, LeaderEndedByAnotherThreadsExecHoldsTheLockUntilTheProcessExits) {
   g_alive_verdicts = 0;
   testing::set_hook(holder_hook, nullptr);
   std::atomic<int> r{1};
+  std::atomic<bool> done{false};
   std::thread t([&] {
     shmsem_lease_t l;
     r = shmsem_try_acquire(seg.get(), &l);
     if (r == 0) shmsem_release(seg.get(), &l);
+    done = true;
   });
-  // The exec'd cat now carries the leader's identity: judged alive.
-  ASSERT_TRUE(wait_until([] { return g_alive_verdicts.load() >= 3; }));
+  // Either a check caught the old leader as a zombie while the kernel
+  // handed its tid to the exec'ing thread (it did end: taken over), or the
+  // exec'd cat now carries the leader's identity and is judged alive until
+  // it exits. Both are correct; the lock must never stay held past that.
+  bool waited = wait_until(
+      [&] { return done.load() || g_alive_verdicts.load() >= 3; });
   close(in[1]);  // cat exits: now the holder is provably dead
   t.join();
   testing::set_hook(nullptr, nullptr);
+  EXPECT_TRUE(waited);
   EXPECT_EQ(r.load(), 0);
   EXPECT_EQ(repairs(seg.get()), 1u);
   EXPECT_EQ(kids.wait(p), 0);

@@ -59,6 +59,9 @@ struct Board {
   std::atomic<int> holding{0};     // victim holds all N permits
   std::atomic<int> survivors_started{0};
   std::atomic<int> blocker_ready{0};
+  std::atomic<int> step{0};            // victim's timeout/cancel rounds started
+  std::atomic<int> step_done{0};       // ... and finished
+  std::atomic<int> victim_queued{0};   // times the victim reached ACQUIRE_ENQUEUED
 };
 
 // Process-local kill switch read by the hook.
@@ -70,6 +73,7 @@ struct KillSwitch {
 } g_kill;
 
 void kill_hook(HookPoint p, void *) {
+  if (p == HookPoint::ACQUIRE_ENQUEUED && g_kill.board) g_kill.board->victim_queued++;
   if (int(p) != g_kill.point || --g_kill.countdown != 0) return;
   g_kill.board->killed_at = int(p);
   if (g_kill.sigkill) raise(SIGKILL);
@@ -91,10 +95,11 @@ timespec in_us(long us) {
 // for a victim killed before it could close it), so that a waiter queues
 // behind it whatever the scheduling.
 void spawn_blocker(shmsem_t *s, uint32_t permits, Board *b, long hold_us,
-                   bool until_closed = false) {
+                   bool until_closed = false, int until_step_done = 0) {
   b->blocker_ready = 0;
   if (fork() == 0) {
     g_kill.point = -1;
+    g_kill.board = nullptr;
     shmsem_lease_t x[4];
     for (uint32_t i = 0; i < permits; i++) shmsem_acquire(s, &x[i]);
     b->blocker_ready = 1;
@@ -102,6 +107,11 @@ void spawn_blocker(shmsem_t *s, uint32_t permits, Board *b, long hold_us,
       wait_until([&] {
         struct shmsem_stat st;
         return shmsem_stat(s, &st) == 0 && st.closed;
+      }, std::chrono::seconds(10));
+    else if (until_step_done)  // or until the victim was killed
+      wait_until([&] {
+        return b->step_done.load() >= until_step_done ||
+               b->killed_at.load() >= 0;
       }, std::chrono::seconds(10));
     else
       std::this_thread::sleep_for(std::chrono::microseconds(hold_us));
@@ -141,25 +151,36 @@ void victim_script(const std::string &name, uint32_t permits, Board *b,
     if (shmsem_release(s, &l[0]) != 0) _exit(24);
   }
 
+  // Timeout and cancel: the blocker holds every permit until the round is
+  // over, so the victim really queues, and the canceller fires only once
+  // the victim is queued: which steps run depends on no timing (a 3 ms
+  // blocker and a 50 us canceller once missed CANCEL_LOCKED in every case
+  // on a loaded machine).
   b->op = kOpTimeout;
   for (int i = 0; i < 3; i++) {
-    spawn_blocker(s, permits, b, 3000);
-    timespec d = in_us(50);
+    int round = ++b->step;
+    spawn_blocker(s, permits, b, 0, false, round);
+    timespec d = in_us(5000);
     int r = shmsem_acquire_until(s, &d, &l[0]);
+    b->step_done = round;
     if (r == 0) shmsem_release(s, &l[0]);
     else if (r != -ETIMEDOUT) _exit(25);
   }
 
   b->op = kOpCancel;
   for (int i = 0; i < 3; i++) {
-    spawn_blocker(s, permits, b, 3000);
+    int round = ++b->step;
+    spawn_blocker(s, permits, b, 0, false, round);
     shmsem_cancel_t c;
     shmsem_cancel_init(&c);
+    int queued = b->victim_queued.load();
     std::thread canceller([&] {
-      std::this_thread::sleep_for(std::chrono::microseconds(50));
+      wait_until([&] { return b->victim_queued.load() > queued; },
+                 std::chrono::seconds(10));
       shmsem_cancel(&c);
     });
     int r = shmsem_acquire_ex(s, nullptr, &c, 0, &l[0]);
+    b->step_done = round;
     canceller.join();
     if (r == 0) shmsem_release(s, &l[0]);
     else if (r != -ECANCELED) _exit(26);

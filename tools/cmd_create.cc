@@ -43,7 +43,7 @@ int run_create(const CreateOptions &o) {
       fprintf(stderr,
               "shmsem: create %s: invalid mode '%s': give octal read/write "
               "bits within 0666, such as 0660 or 0600\n",
-              o.name.c_str(), o.mode.c_str());
+              printable(o.name).c_str(), printable(o.mode).c_str());
       return kExitUsage;
     }
     cfg.mode = uint32_t(m);
@@ -56,7 +56,7 @@ int run_create(const CreateOptions &o) {
             "shmsem: create %s: semaphore exists and belongs to another "
             "user; check who created it ('ls -l /dev/shm%s'), and use "
             "--any-owner only if you trust that user\n",
-            o.name.c_str(), o.name.c_str());
+            printable(o.name).c_str(), printable(o.name).c_str());
     return exit_code_for(e);
   }
   if (e == -EEXIST && !o.exclusive) {
@@ -69,7 +69,8 @@ int run_create(const CreateOptions &o) {
               "shmsem: create %s: semaphore already exists with "
               "--permits %u --max-waiters %u; remove it first with "
               "'shmsem rm %s' to change them\n",
-              o.name.c_str(), st.permits, st.max_waiters, o.name.c_str());
+              printable(o.name).c_str(), st.permits, st.max_waiters,
+              printable(o.name).c_str());
       return kExitExists;
     }
   }

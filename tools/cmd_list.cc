@@ -6,6 +6,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pwd.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -23,6 +24,7 @@
 #include "exit_codes.h"
 #include "layout.h"
 #include "publish.h"
+#include "segment_copy.h"
 
 namespace shmsem::cli {
 namespace {
@@ -41,20 +43,15 @@ struct ListOptions {
 struct Entry {
   std::string name;
   struct shmsem_stat st;
+  uid_t uid;  // owner of the file, from the descriptor that was read
 };
 
-// Cheap pre-check so we never map unrelated files: a regular file whose first
-// eight bytes are the shmsem magic.
-bool looks_like_shmsem(int dirfd, const char *file) {
-  int fd = openat(dirfd, file, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-  if (fd < 0) return false;
-  struct stat st;
-  uint64_t magic = 0;
-  bool ok = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
-            pread(fd, &magic, sizeof magic, 0) == ssize_t(sizeof magic) &&
-            magic == shmsem::detail::kMagic;
-  close(fd);
-  return ok;
+// The user name of `uid`, or the number if it has none.
+std::string owner_name(uid_t uid) {
+  struct passwd pw, *res = nullptr;
+  char buf[1024];
+  if (getpwuid_r(uid, &pw, buf, sizeof buf, &res) == 0 && res) return pw.pw_name;
+  return std::to_string(uid);
 }
 
 // "dead": kill(pid, 0) said ESRCH, so `shmsem recover --leftovers` removes
@@ -107,13 +104,13 @@ int run_list(const ListOptions &o) {
     if (file[0] == '.' && (!strcmp(file, ".") || !strcmp(file, "..") ||
                            !strncmp(file, kTmpPrefix, sizeof kTmpPrefix - 1)))
       continue;
-    if (!looks_like_shmsem(dirfd(dir), file)) continue;
     Entry e;
     e.name = std::string("/") + file;
-    Handle h;
+    SegmentCopy h;
     // -EBADMSG, -EPROTO, -EACCES, -EXDEV, ...: not one we can show; skip.
-    if (shmsem_open(e.name.c_str(), SHMSEM_RDONLY, &h.s) != 0) continue;
+    if (copy_segment(dirfd(dir), file, &h) != 0) continue;
     if (shmsem_stat(h.s, &e.st) != 0) continue;
+    e.uid = h.file.st_uid;
     found.push_back(e);
   }
   closedir(dir);
@@ -133,7 +130,8 @@ int run_list(const ListOptions &o) {
                                  {"available", e.st.available},
                                  {"held", e.st.held},
                                  {"reserved", e.st.reserved},
-                                 {"waiting", e.st.waiting}});
+                                 {"waiting", e.st.waiting},
+                                 {"uid", e.uid}});
     if (o.all) {
       j["leftovers"] = Json::array();
       for (const Leftover &l : leftovers)
@@ -145,7 +143,7 @@ int run_list(const ListOptions &o) {
              {"size", l.size},
              {"uid", l.uid}});
     }
-    printf("%s\n", j.dump(2).c_str());
+    printf("%s\n", j.dump(2, ' ', false, Json::error_handler_t::replace).c_str());
   } else if (found.empty()) {
     printf("no semaphores in %s\n", kShmDir);
   } else {
@@ -155,8 +153,10 @@ int run_list(const ListOptions &o) {
                       std::to_string(e.st.available),
                       std::to_string(e.st.held + e.st.reserved),
                       std::to_string(e.st.waiting),
-                      e.st.closed ? "closed" : "open"});
-    print_table(stdout, {"NAME", "CAPACITY", "AVAILABLE", "HELD", "WAITING", "STATE"},
+                      e.st.closed ? "closed" : "open", owner_name(e.uid)});
+    print_table(stdout,
+                {"NAME", "CAPACITY", "AVAILABLE", "HELD", "WAITING", "STATE",
+                 "OWNER"},
                 rows, "");
   }
   if (o.all && !o.json) print_leftovers(leftovers);
@@ -172,7 +172,8 @@ Subcommand add_list(CLI::App &parent) {
   sub->add_flag("-a,--all", o->all,
                 "Also list leftover .shmsem-tmp-* files of killed creates");
   sub->add_flag("-j,--json", o->json, "Print one JSON document instead of text");
-  sub->footer("HELD counts reserved permits too (granted to a waiter that has "
+  sub->footer("OWNER owns the file: anyone with write access to a semaphore "
+              "can disturb it (see shmsem(7)).\nHELD counts reserved permits too (granted to a waiter that has "
               "not yet returned).\n--all: CREATOR is dead (no process has "
               "its PID: 'shmsem recover --leftovers' removes it),\nalive "
               "(a process has its PID, maybe the creator) or unknown.");

@@ -37,7 +37,7 @@ int run_recover(const std::string &name) {
     report_error("recover", name, n);
     return exit_code_for(n);
   }
-  printf("%s: reclaimed %d %s of dead processes\n", name.c_str(), n,
+  printf("%s: reclaimed %d %s of dead processes\n", printable(name).c_str(), n,
          n == 1 ? "lease or waiter slot" : "leases and waiter slots");
   return kExitOk;
 }
@@ -52,19 +52,19 @@ void recover_one(const Leftover &l, void *ctx) {
   auto *t = static_cast<Tally *>(ctx);
   int e = shmsem::detail::remove_leftover(l.file);
   if (e == 0) {
-    printf("removed /dev/shm/%s (its creator, PID %d, is gone)\n", l.file,
+    printf("removed /dev/shm/%s (its creator, PID %d, is gone)\n", printable(l.file).c_str(),
            int(l.pid));
     t->removed++;
   } else if (e == -EBUSY) {
     if (l.pid < 0)
-      printf("kept /dev/shm/%s: its name carries no creator PID\n", l.file);
+      printf("kept /dev/shm/%s: its name carries no creator PID\n", printable(l.file).c_str());
     else
       printf("kept /dev/shm/%s: a process with its creator's PID %d exists\n",
-             l.file, int(l.pid));
+             printable(l.file).c_str(), int(l.pid));
     t->kept++;
   } else if (e != -ENOENT) {  // ENOENT: someone else removed it meanwhile
     fprintf(stderr, "shmsem: recover --leftovers: cannot remove /dev/shm/%s: %s%s\n",
-            l.file, strerror(-e),
+            printable(l.file).c_str(), strerror(-e),
             e == -EPERM || e == -EACCES
                 ? "; it belongs to another user: run this as that user or as root"
                 : "");

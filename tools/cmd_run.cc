@@ -12,6 +12,14 @@
 // terminal sent to the whole foreground process group (si_code SI_KERNEL):
 // COMMAND got those itself. A mutex orders "signal arrived" against "child
 // started", so a signal between the grant and the fork is not lost either.
+// Forwarding goes through a pidfd taken while the child cannot yet have been
+// reaped, and the child is reaped only after forwarding stopped (waitid
+// WNOWAIT first), so a signal can never hit a process that reused its PID.
+//
+// Exit. If COMMAND was killed by a signal, we release the permit and die of
+// the same signal (without a core dump of our own, as timeout(1) does), so a
+// shell loop sees "killed by SIGINT" and stops; likewise when a signal ends
+// our wait for a permit.
 //
 // The child restores the inherited signal mask (and SIGCHLD disposition)
 // before exec, so COMMAND starts as it would have without us, and asks for
@@ -25,6 +33,8 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -63,8 +73,53 @@ struct SignalState {
   shmsem_cancel_t cancel;
   std::mutex mu;
   int pending = 0;   // first signal that arrived before the child started
-  pid_t child = 0;   // > 0 once COMMAND runs
+  pid_t child = 0;   // > 0 while COMMAND runs and may be signalled
+  int pidfd = -1;    // of `child`, if the kernel has pidfd_open (5.3+)
 };
+
+void forward(const SignalState *st, int sig) {
+  if (st->pidfd >= 0 &&
+      syscall(SYS_pidfd_send_signal, st->pidfd, sig, nullptr, 0) == 0)
+    return;
+  // No pidfd: kill() is still exact, because `child` is not reaped (so its
+  // PID is not free) until forwarding has stopped; see wait_child().
+  kill(st->child, sig);
+}
+
+// Wait for COMMAND to end; stop forwarding signals to it before reaping it.
+int wait_child(SignalState *st, pid_t child) {
+  siginfo_t info;
+  while (waitid(P_PID, id_t(child), &info, WEXITED | WNOWAIT) != 0 &&
+         errno == EINTR) {
+  }
+  {
+    std::lock_guard<std::mutex> lock(st->mu);
+    st->child = -1;
+    if (st->pidfd >= 0) close(st->pidfd);
+    st->pidfd = -1;
+  }
+  int status = 0;
+  while (waitpid(child, &status, 0) < 0 && errno == EINTR) {
+  }
+  return status;
+}
+
+// Die of `sig` as COMMAND did (or as we would have without our handling);
+// our own core dump would only confuse.
+[[noreturn]] void die_of_signal(int sig) {
+  fflush(nullptr);
+  struct rlimit no_core = {0, 0};
+  setrlimit(RLIMIT_CORE, &no_core);
+  struct sigaction dfl = {};
+  dfl.sa_handler = SIG_DFL;
+  sigaction(sig, &dfl, nullptr);
+  sigset_t one;
+  sigemptyset(&one);
+  sigaddset(&one, sig);
+  pthread_sigmask(SIG_UNBLOCK, &one, nullptr);
+  raise(sig);
+  _exit(kExitRunSignalBase + sig);  // its default action does not terminate
+}
 
 void signal_thread(SignalState *st) {
   for (;;) {
@@ -73,8 +128,8 @@ void signal_thread(SignalState *st) {
     if (sig < 0) continue;  // EINTR
     std::lock_guard<std::mutex> lock(st->mu);
     if (st->child > 0) {
-      if (info.si_code != SI_KERNEL) kill(st->child, sig);
-    } else if (!st->pending) {
+      if (info.si_code != SI_KERNEL) forward(st, sig);
+    } else if (st->child == 0 && !st->pending) {
       st->pending = sig;
       shmsem_cancel(&st->cancel);
     }
@@ -140,7 +195,7 @@ int run_run(RunOptions &o) {
   std::string problem = take_late_options(&o);
   if (!problem.empty()) {
     fprintf(stderr, "shmsem: run %s: %s\nRun 'shmsem run --help' for more information.\n",
-            o.name.c_str(), problem.c_str());
+            printable(o.name).c_str(), printable(problem).c_str());
     return kExitRunFailed;
   }
   uint64_t timeout_ns = 0;
@@ -148,7 +203,8 @@ int run_run(RunOptions &o) {
   if (has_timeout) {
     std::string why = parse_duration(o.timeout, &timeout_ns);
     if (!why.empty()) {
-      fprintf(stderr, "shmsem: run %s: %s\n", o.name.c_str(), why.c_str());
+      fprintf(stderr, "shmsem: run %s: %s\n", printable(o.name).c_str(),
+              printable(why).c_str());
       return kExitRunFailed;
     }
   }
@@ -190,14 +246,21 @@ int run_run(RunOptions &o) {
   e = shmsem_acquire_ex(h.s, has_timeout ? &deadline : nullptr, &st->cancel, 0,
                         &lease);
   if (e == -ECANCELED) {  // a signal while queued: we hold nothing
-    std::lock_guard<std::mutex> lock(st->mu);
-    return kExitRunSignalBase + st->pending;
+    int sig;
+    {
+      std::lock_guard<std::mutex> lock(st->mu);
+      sig = st->pending;
+    }
+    shmsem_detach(h.s);
+    h.s = nullptr;
+    die_of_signal(sig);
   }
   if (e == -ETIMEDOUT) {
     std::string when = timeout_ns ? "within " + format_duration(timeout_ns)
                                   : std::string("free right now");
     fprintf(stderr, "shmsem: run %s: no permit %s; '%s' was not run\n",
-            o.name.c_str(), when.c_str(), o.command[0].c_str());
+            printable(o.name).c_str(), when.c_str(),
+            printable(o.command[0]).c_str());
     return kExitRunTimedOut;
   }
   if (e) {
@@ -215,33 +278,42 @@ int run_run(RunOptions &o) {
   argv.push_back(nullptr);
   int errpipe[2];
   if (pipe2(errpipe, O_CLOEXEC) != 0) {
-    fprintf(stderr, "shmsem: run %s: cannot create a pipe: %s\n", o.name.c_str(),
+    fprintf(stderr, "shmsem: run %s: cannot create a pipe: %s\n", printable(o.name).c_str(),
             strerror(errno));
     release();
     return kExitRunFailed;
   }
   fflush(nullptr);
   pid_t child;
+  int early = 0;
   {
     std::lock_guard<std::mutex> lock(st->mu);
-    if (st->pending) {  // arrived between the grant and now
-      close(errpipe[0]);
-      close(errpipe[1]);
-      release();
-      return kExitRunSignalBase + st->pending;
+    early = st->pending;  // arrived between the grant and now
+    if (!early) {
+      pid_t parent = getpid();
+      child = fork();
+      if (child == 0) {
+        close(errpipe[0]);
+        exec_child(in, parent, errpipe[1], argv.data());
+      }
+      st->child = child;
+      // Not reaped yet, so `child` still names our child.
+      if (child > 0) st->pidfd = int(syscall(SYS_pidfd_open, child, 0));
     }
-    pid_t parent = getpid();
-    child = fork();
-    if (child == 0) {
-      close(errpipe[0]);
-      exec_child(in, parent, errpipe[1], argv.data());
-    }
-    st->child = child;
+  }
+  if (early) {
+    close(errpipe[0]);
+    close(errpipe[1]);
+    release();
+    shmsem_detach(h.s);
+    h.s = nullptr;
+    die_of_signal(early);
   }
   close(errpipe[1]);
   if (child < 0) {
-    fprintf(stderr, "shmsem: run %s: cannot start '%s': %s\n", o.name.c_str(),
-            argv[0], strerror(errno));
+    fprintf(stderr, "shmsem: run %s: cannot start '%s': %s\n",
+            printable(o.name).c_str(), printable(argv[0]).c_str(),
+            strerror(errno));
     close(errpipe[0]);
     release();
     return kExitRunFailed;
@@ -253,14 +325,17 @@ int run_run(RunOptions &o) {
   } while (n < 0 && errno == EINTR);
   close(errpipe[0]);
   if (n == ssize_t(sizeof exec_err))
-    fprintf(stderr, "shmsem: run %s: cannot run '%s': %s\n", o.name.c_str(),
-            argv[0], exec_problem(exec_err).c_str());
+    fprintf(stderr, "shmsem: run %s: cannot run '%s': %s\n",
+            printable(o.name).c_str(), printable(argv[0]).c_str(),
+            exec_problem(exec_err).c_str());
 
-  int status = 0;
-  while (waitpid(child, &status, 0) < 0 && errno == EINTR) {
-  }
+  int status = wait_child(st, child);
   release();
-  if (WIFSIGNALED(status)) return kExitRunSignalBase + WTERMSIG(status);
+  if (WIFSIGNALED(status)) {
+    shmsem_detach(h.s);
+    h.s = nullptr;
+    die_of_signal(WTERMSIG(status));
+  }
   return WEXITSTATUS(status);
 }
 
@@ -283,10 +358,12 @@ Subcommand add_run(CLI::App &parent) {
   sub->positionals_at_end();
   sub->footer(
       "SIGINT, SIGTERM, SIGHUP and SIGQUIT are forwarded to COMMAND. Exit "
-      "status: COMMAND's own (128+n if\nsignal n ended it); 124 no permit "
-      "before --timeout; 125 shmsem failed; 126 COMMAND not executable;\n"
-      "127 COMMAND not found. If shmsem itself is killed, its permit is "
-      "reclaimed and COMMAND gets SIGTERM.");
+      "status: COMMAND's own; if a signal\nkilled COMMAND (or one of those "
+      "signals ended the wait for a permit), shmsem dies of the same\n"
+      "signal after releasing; 124 no permit before --timeout; 125 shmsem "
+      "failed; 126 COMMAND not\nexecutable; 127 COMMAND not found. If "
+      "shmsem itself is killed, its permit is reclaimed and\nCOMMAND gets "
+      "SIGTERM.");
   return {sub,
           [o, timeout] {
             o->timeout_given = timeout->count() > 0;

@@ -23,7 +23,7 @@ int run_shutdown(const std::string &name) {
     report_error("shutdown", name, n);
     return exit_code_for(n);
   }
-  printf("%s: closed; %d %s failed\n", name.c_str(), n,
+  printf("%s: closed; %d %s failed\n", printable(name).c_str(), n,
          n == 1 ? "waiter" : "waiters");
   return kExitOk;
 }

@@ -133,7 +133,7 @@ void render_text(const Snapshot &s, FILE *f) {
       {"created", format_time(s.created_unix_ns, false)},
   };
   for (const auto &row : kv)
-    fprintf(f, "%-10s %s\n", row[0].c_str(), row[1].c_str());
+    fprintf(f, "%-10s %s\n", row[0].c_str(), printable(row[1]).c_str());
 
   fprintf(f, "\nHolders: %zu\n", s.holders.size());
   if (!s.holders.empty()) {
@@ -193,7 +193,7 @@ int run_status(const StatusOptions &o) {
     return exit_code_for(e);
   }
   if (o.json)
-    printf("%s\n", to_json(snap).dump(2).c_str());
+    printf("%s\n", to_json(snap).dump(2, ' ', false, Json::error_handler_t::replace).c_str());
   else
     render_text(snap, stdout);
   return fflush(stdout) == 0 ? kExitOk : kExitFailure;

@@ -18,12 +18,12 @@ std::string name_problem(const std::string &name) {
   const std::string rule =
       "must be '/' followed by 1-" + std::to_string(NAME_MAX) +
       " characters without '/'";
-  std::string head = "invalid semaphore name '" + name + "': ";
+  std::string head = "invalid semaphore name '" + printable(name) + "': ";
   if (name.empty() || name[0] != '/') {
     std::string msg = head + rule;
     if (!name.empty() && name.find('/') == std::string::npos &&
         name.size() <= NAME_MAX)
-      msg += " (did you mean '/" + name + "'?)";
+      msg += " (did you mean '/" + printable(name) + "'?)";
     return msg;
   }
   size_t len = name.size() - 1;
@@ -32,6 +32,56 @@ std::string name_problem(const std::string &name) {
   if (name == "/." || name == "/..") return head + "'.' and '..' are not allowed";
   if (name.find('\0') != std::string::npos) return head + rule;
   return "";
+}
+
+namespace {
+
+// Length of the valid UTF-8 sequence at s[i] that is not a control
+// character, or 0.
+size_t printable_utf8_at(const std::string &s, size_t i) {
+  auto byte = [&](size_t k) { return static_cast<unsigned char>(s[k]); };
+  unsigned char c = byte(i);
+  if (c >= 0x20 && c < 0x7f) return 1;
+  size_t n;
+  uint32_t cp;
+  if (c >= 0xc2 && c <= 0xdf) { n = 2; cp = c & 0x1f; }
+  else if (c >= 0xe0 && c <= 0xef) { n = 3; cp = c & 0x0f; }
+  else if (c >= 0xf0 && c <= 0xf4) { n = 4; cp = c & 0x07; }
+  else return 0;  // ASCII control, DEL, continuation or invalid lead byte
+  if (i + n > s.size()) return 0;
+  for (size_t k = 1; k < n; k++) {
+    if ((byte(i + k) & 0xc0) != 0x80) return 0;
+    cp = (cp << 6) | (byte(i + k) & 0x3f);
+  }
+  // Overlong forms, surrogates, beyond U+10FFFF, and the C1 controls.
+  if ((n == 3 && cp < 0x800) || (n == 4 && cp < 0x10000) || cp > 0x10ffff ||
+      (cp >= 0xd800 && cp <= 0xdfff) || (cp >= 0x80 && cp <= 0x9f))
+    return 0;
+  return n;
+}
+
+}  // namespace
+
+std::string printable(const std::string &text) {
+  std::string out;
+  out.reserve(text.size());
+  for (size_t i = 0; i < text.size();) {
+    size_t n = text[i] == '\\' ? 0 : printable_utf8_at(text, i);
+    if (n) {
+      out.append(text, i, n);
+      i += n;
+      continue;
+    }
+    if (text[i] == '\\') {
+      out += "\\\\";
+    } else {
+      char buf[8];
+      snprintf(buf, sizeof buf, "\\x%02x", static_cast<unsigned char>(text[i]));
+      out += buf;
+    }
+    i++;
+  }
+  return out;
 }
 
 std::string parse_duration(const std::string &text, uint64_t *ns) {
@@ -125,6 +175,9 @@ std::string hint_for(int err, const std::string &name) {
       return "use it from the PID namespace (container) that created it";
     case EEXIST:
       return "use the existing one, or remove it first with 'shmsem rm " + name + "'";
+    case EIO:
+      return "the file shrank while it was being read: someone truncated "
+             "it, and every process using it may crash with SIGBUS";
     case EUCLEAN:
       return "run 'shmsem status " + name + "' and report this as a bug";
     default:
@@ -135,8 +188,8 @@ std::string hint_for(int err, const std::string &name) {
 }  // namespace
 
 void report_error(const char *verb, const std::string &name, int err) {
-  std::string hint = hint_for(err, name);
-  fprintf(stderr, "shmsem: %s %s: %s%s%s\n", verb, name.c_str(),
+  std::string hint = hint_for(err, printable(name));
+  fprintf(stderr, "shmsem: %s %s: %s%s%s\n", verb, printable(name).c_str(),
           shmsem_strerror(err), hint.empty() ? "" : "; ", hint.c_str());
 }
 
@@ -199,15 +252,21 @@ size_t display_width(const std::string &s) {
 void print_table(FILE *f, const std::vector<std::string> &header,
                  const std::vector<std::vector<std::string>> &rows,
                  const char *indent) {
+  std::vector<std::vector<std::string>> safe;
+  safe.reserve(rows.size());
+  for (const auto &r : rows) {
+    safe.emplace_back();
+    for (const std::string &cell : r) safe.back().push_back(printable(cell));
+  }
   std::vector<size_t> width(header.size(), 0);
   auto measure = [&](const std::vector<std::string> &row) {
     for (size_t i = 0; i < row.size() && i < width.size(); i++)
       width[i] = std::max(width[i], display_width(row[i]));
   };
   measure(header);
-  for (const auto &r : rows) measure(r);
+  for (const auto &r : safe) measure(r);
   auto print = [&](const std::vector<std::string> &row) {
-    std::string line = indent;
+    std::string line = indent;  // cells are printable() already
     for (size_t i = 0; i < row.size(); i++) {
       line += row[i];
       if (i + 1 < row.size())
@@ -217,7 +276,7 @@ void print_table(FILE *f, const std::vector<std::string> &header,
     fprintf(f, "%s\n", line.c_str());
   };
   print(header);
-  for (const auto &r : rows) print(r);
+  for (const auto &r : safe) print(r);
 }
 
 uint64_t now_ns(clockid_t clock) {

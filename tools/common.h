@@ -21,6 +21,13 @@ namespace shmsem::cli {
 // without '/'". Same rule as the library (see shmsem_create(3)).
 std::string name_problem(const std::string &name);
 
+// `text` made safe to print on a terminal: valid UTF-8 stays as it is;
+// every control character (C0, DEL, C1), every byte of invalid UTF-8 and the
+// backslash itself become \xNN (backslash: \\), as `ls -b` does. Names in
+// /dev/shm, command lines and comm are chosen by other users, and a name
+// with an escape sequence in it must not repaint the operator's terminal.
+std::string printable(const std::string &text);
+
 // Parse "500ms", "5s", "2m", "1h", "1.5s" or plain seconds ("5", "0.25").
 // Returns "" and sets *ns, or returns what is wrong with `text`.
 std::string parse_duration(const std::string &text, uint64_t *ns);

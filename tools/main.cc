@@ -93,8 +93,8 @@ int main_impl(int argc, char **argv) {
     if (argc < 2)
       fprintf(stderr, "shmsem: no subcommand given (one of %s)\n", known.c_str());
     else
-      fprintf(stderr, "shmsem: unknown subcommand '%s' (one of %s)\n", argv[1],
-              known.c_str());
+      fprintf(stderr, "shmsem: unknown subcommand '%s' (one of %s)\n",
+              printable(argv[1]).c_str(), known.c_str());
     fprintf(stderr, "Run 'shmsem --help' for more information.\n");
     return kExitUsage;
   }

@@ -12,6 +12,7 @@
 #include "handle.h"
 #include "layout.h"
 #include "owner.h"
+#include "segment_copy.h"
 
 namespace shmsem::cli {
 
@@ -149,19 +150,18 @@ void describe_process(const d::Owner &o, bool is_slot, bool can_judge,
 int take_snapshot(const std::string &name, Snapshot *out) {
   *out = Snapshot{};
   out->name = name;
-  Handle h;
-  int e = shmsem_open(name.c_str(), SHMSEM_RDONLY, &h.s);
+  SegmentCopy h;
+  int e = copy_segment(name.c_str(), &h);
   if (e) return e;
   const shmsem_t *s = h.s;
 
-  struct stat fst;
-  if (stat(("/dev/shm" + name).c_str(), &fst) == 0) {
-    out->mode = fst.st_mode & 07777;
-    out->uid = fst.st_uid;
-    out->gid = fst.st_gid;
-    out->user = user_name(fst.st_uid);
-    out->group = group_name(fst.st_gid);
-  }
+  // The file the copy came from (same descriptor), not whatever the name
+  // points at now.
+  out->mode = h.file.st_mode & 07777;
+  out->uid = h.file.st_uid;
+  out->gid = h.file.st_gid;
+  out->user = user_name(h.file.st_uid);
+  out->group = group_name(h.file.st_gid);
   out->created_unix_ns = s->hdr->created_ns;
 
   e = shmsem_stat(h.s, &out->st);

@@ -63,9 +63,10 @@ struct Snapshot {
   bool queue_rebuilt = false;
 };
 
-// Open `name` read-only (SHMSEM_RDONLY: never writes, needs only read
-// permission), copy everything out, detach. Returns 0 or a negative errno
-// from shmsem_open (-ENOENT, -EACCES, -EBADMSG, -EPROTO, -EXDEV, ...).
+// Copy the file of `name` once into private memory (segment_copy.h: needs
+// only read permission, never writes, survives truncation) and read
+// everything from that copy. Returns 0 or a negative errno from
+// copy_segment() (-ENOENT, -EACCES, -EBADMSG, -EPROTO, -EXDEV, -EIO).
 int take_snapshot(const std::string &name, Snapshot *out);
 
 // Fill `info` for the recorded owner of a lease or (is_slot) a waiter slot.

@@ -211,6 +211,16 @@ int segment_open(const char *name, int flags, shmsem_t **out) {
   return open_named(name, flags, nullptr, out);
 }
 
+int segment_view(void *copy, size_t size, shmsem_t **out) {
+  *out = nullptr;
+  Header hdr;
+  int e = segment_validate(copy, size, &hdr);
+  if (e) return e;
+  if (!pidns_compatible(hdr.pidns)) return -EXDEV;
+  *out = make_handle(copy, size, true, hdr);
+  return *out ? 0 : -ENOMEM;
+}
+
 int segment_create(const char *name, const shmsem_config *cfg, int flags,
                    shmsem_t **out) {
   if (!out) return -EINVAL;

@@ -14,6 +14,12 @@ int segment_create(const char *name, const shmsem_config *cfg, int flags,
 int segment_open(const char *name, int flags, shmsem_t **out);
 void segment_detach(shmsem_t *s);
 int segment_unlink(const char *name);
+// A read-only handle over `copy`, a private anonymous mapping of `size`
+// bytes holding a copy of a segment (the CLI's snapshot reads the file once
+// and inspects the copy, so truncation cannot SIGBUS it mid-walk). The copy
+// is validated like a mapping; on success the handle owns it and
+// segment_detach() unmaps it. Nothing may lock or write through it.
+int segment_view(void *copy, size_t size, shmsem_t **out);
 // Validate a mapped segment of `size` bytes (also used by `shmsem list`);
 // on success, *copy (if not NULL) holds the header that was validated.
 int segment_validate(const void *base, size_t size, Header *copy = nullptr);

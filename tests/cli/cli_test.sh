@@ -74,7 +74,7 @@ StatusTextShowsStateHoldersAndCounters() {
 	local n
 	n=$(name text)
 	"$SHMSEM" create "$n" --permits 2 --mode 0660
-	bg "$SHMSEM" run "$n" -- sleep 30
+	bg "$SHMSEM" run "$n" -- sleep 600
 	wait_for 5 "d['held'] == 1" "$n"
 	expect_rc 0 "$SHMSEM" status "$n"
 	expect_out "semaphore  $n"
@@ -86,7 +86,7 @@ StatusTextShowsStateHoldersAndCounters() {
 	expect_out "mode 0660"
 	expect_out "Holders: 1"
 	expect_out "LEASE  STATE  PID"
-	grep -Eq "^  [0-9]+:[0-9]+ +held +$BG +shmsem +alive +[0-9.]+(ns|µs|ms|s) +.*run $n -- sleep 30\$" "$TMP/out" ||
+	grep -Eq "^  [0-9]+:[0-9]+ +held +$BG +shmsem +alive +[0-9.]+(ns|µs|ms|s) +.*run $n -- sleep 600\$" "$TMP/out" ||
 		fail "no holder row for PID $BG"
 	expect_out "Waiters (queue order): 0"
 	expect_out "acquisitions       1"
@@ -97,7 +97,7 @@ StatusJsonHasStableFields() {
 	local n
 	n=$(name json)
 	"$SHMSEM" create "$n" --permits 2 --max-waiters 8
-	bg "$SHMSEM" run "$n" -- sleep 30
+	bg "$SHMSEM" run "$n" -- sleep 600
 	wait_for 5 "d['held'] == 1" "$n"
 	expect_rc 0 "$SHMSEM" status --json "$n"
 	expect_json "list(d.keys())" "['version', 'name', 'state', 'capacity', 'max_waiters', 'available', 'held', 'reserved', 'waiting', 'file', 'created', 'holders', 'waiters', 'queue_rebuilt', 'counters', 'wait_ns']"
@@ -107,7 +107,7 @@ StatusJsonHasStableFields() {
 	expect_json "list(d['holders'][0].keys())" "['lease', 'index', 'gen', 'state', 'pid', 'comm', 'cmdline', 'alive', 'liveness', 'held_ns']"
 	expect_json "d['holders'][0]['pid'], d['holders'][0]['comm'], d['holders'][0]['alive'], d['holders'][0]['state']" "($BG, 'shmsem', True, 'held')"
 	expect_json "d['holders'][0]['lease'] == '%d:%d' % (d['holders'][0]['index'], d['holders'][0]['gen'])" "True"
-	expect_json "d['holders'][0]['cmdline'].endswith('run $n -- sleep 30')" "True"
+	expect_json "d['holders'][0]['cmdline'].endswith('run $n -- sleep 600')" "True"
 	expect_json "0 <= d['holders'][0]['held_ns'] < 60 * 10**9" "True"
 	expect_json "sorted(d['counters'])" "['acquisitions', 'cancellations', 'queue_full', 'reclaimed_holders', 'reclaimed_waiters', 'repairs', 'shutdown_failures', 'timeouts']"
 	expect_json "d['counters']['acquisitions']" "1"
@@ -120,13 +120,13 @@ StatusShowsWaitersInQueueOrder() {
 	local n holder a b
 	n=$(name queue)
 	"$SHMSEM" create "$n" --permits 1
-	bg "$SHMSEM" run "$n" -- sleep 30
+	bg "$SHMSEM" run "$n" -- sleep 600
 	holder=$BG
 	wait_for 5 "d['held'] == 1" "$n"
-	bg "$SHMSEM" run "$n" -- sleep 30
+	bg "$SHMSEM" run "$n" -- sleep 600
 	a=$BG
 	wait_for 5 "d['waiting'] == 1" "$n"
-	bg "$SHMSEM" run "$n" -- sleep 30
+	bg "$SHMSEM" run "$n" -- sleep 600
 	b=$BG
 	wait_for 5 "d['waiting'] == 2" "$n"
 	expect_rc 0 "$SHMSEM" status --json "$n"
@@ -150,7 +150,7 @@ StatusWorksWithReadPermissionOnly() {
 	command -v setpriv >/dev/null || skip "setpriv (util-linux) is not installed"
 	n=$(name readonly)
 	"$SHMSEM" create "$n" --permits 2 --mode 0644
-	bg "$SHMSEM" run "$n" -- sleep 30
+	bg "$SHMSEM" run "$n" -- sleep 600
 	wait_for 5 "d['held'] == 1" "$n"
 	# The build tree may not be reachable for nobody: run a copy.
 	mkdir "$TMP/bin" && cp "$SHMSEM" "$TMP/bin/shmsem" && chmod 755 "$TMP" "$TMP/bin"
@@ -189,12 +189,12 @@ ListShowsOnlySemaphores() {
 	expect_rc 0 "$SHMSEM" list
 	rm -f "/dev/shm/.shmsem-tmp-cli-test-$$"
 	expect_out "NAME"
-	grep -Eq "^$a +2 +2 +0 +0 +open\$" "$TMP/out" || fail "no row for $a"
-	grep -Eq "^$b +5 +5 +0 +0 +open\$" "$TMP/out" || fail "no row for $b"
+	grep -Eq "^$a +2 +2 +0 +0 +open +$(id -un)\$" "$TMP/out" || fail "no row for $a"
+	grep -Eq "^$b +5 +5 +0 +0 +open +$(id -un)\$" "$TMP/out" || fail "no row for $b"
 	! grep -q -- "-junk\|-short\|shmsem-tmp" "$TMP/out" || fail "listed a file that is not a semaphore"
 	expect_rc 0 "$SHMSEM" list --json
 	expect_json "[s for s in d['semaphores'] if s['name'] == '$b']" \
-		"[{'name': '$b', 'state': 'open', 'capacity': 5, 'available': 5, 'held': 0, 'reserved': 0, 'waiting': 0}]"
+		"[{'name': '$b', 'state': 'open', 'capacity': 5, 'available': 5, 'held': 0, 'reserved': 0, 'waiting': 0, 'uid': $(id -u)}]"
 	expect_json "[s['name'] for s in d['semaphores'] if s['name'].startswith('$PREFIX')]" "['$a', '$b']"
 }
 
@@ -272,7 +272,7 @@ RunTimesOutWith124WithoutRunningCommand() {
 	local n
 	n=$(name timeout)
 	"$SHMSEM" create "$n" --permits 1
-	bg "$SHMSEM" run "$n" -- sleep 30
+	bg "$SHMSEM" run "$n" -- sleep 600
 	wait_for 5 "d['held'] == 1" "$n"
 	local t0=$SECONDS
 	expect_rc 124 "$SHMSEM" run --timeout 300ms "$n" -- touch "$TMP/ran"
@@ -309,7 +309,7 @@ RunForwardsSignalsToCommand() {
 		# The command traps the signal and exits 42; its sleep is killed too.
 		# (bash starts background jobs with SIGINT and SIGQUIT ignored, which
 		# shmsem run respects: undo that.)
-		bg env --default-signal=INT,QUIT "$SHMSEM" run "$n" -- sh -c "trap 'kill \$c; exit 42' $sig; sleep 30 & c=\$!; echo > $TMP/started; wait \$c"
+		bg env --default-signal=INT,QUIT "$SHMSEM" run "$n" -- sh -c "trap 'kill \$c; exit 42' $sig; sleep 600 & c=\$!; echo > $TMP/started; wait \$c"
 		for _ in $(seq 250); do [[ -e $TMP/started ]] && break; sleep 0.02; done
 		[[ -e $TMP/started ]] || fail "command did not start"
 		rm -f "$TMP/started"
@@ -354,7 +354,7 @@ RunInterruptedWhileQueuedLeavesQueue() {
 	local n waiter rc=0
 	n=$(name interrupt)
 	"$SHMSEM" create "$n" --permits 1
-	bg "$SHMSEM" run "$n" -- sleep 30
+	bg "$SHMSEM" run "$n" -- sleep 600
 	wait_for 5 "d['held'] == 1" "$n"
 	bg "$SHMSEM" run "$n" -- touch "$TMP/ran"
 	waiter=$BG
@@ -371,7 +371,7 @@ KilledHolderShownDeadThenRecovered() {
 	local n holder child
 	n=$(name crash)
 	"$SHMSEM" create "$n" --permits 2
-	bg "$SHMSEM" run "$n" -- sleep 30
+	bg "$SHMSEM" run "$n" -- sleep 600
 	holder=$BG
 	wait_for 5 "d['held'] == 1" "$n"
 	for _ in $(seq 250); do child=$(pgrep -P "$holder" || true); [[ -n $child ]] && break; sleep 0.02; done
@@ -398,7 +398,7 @@ ShutdownFailsWaitersAndLaterRuns() {
 	local n waiter rc=0
 	n=$(name shutdown)
 	"$SHMSEM" create "$n" --permits 1
-	bg "$SHMSEM" run "$n" -- sleep 30
+	bg "$SHMSEM" run "$n" -- sleep 600
 	wait_for 5 "d['held'] == 1" "$n"
 	bg "$SHMSEM" run "$n" -- touch "$TMP/ran"
 	waiter=$BG
@@ -416,6 +416,86 @@ ShutdownFailsWaitersAndLaterRuns() {
 	expect_out "state      closed"
 	expect_rc 0 "$SHMSEM" shutdown "$n"
 	expect_out "closed; 0 waiters failed"
+}
+
+RunDiesOfTheCommandsSignal() {
+	local n sig code
+	n=$(name diesof)
+	"$SHMSEM" create "$n" --permits 1
+	# A negative returncode is Python's "killed by signal -n": shmsem run
+	# itself died of it (an exit status of 128+n would read as a number).
+	for sig in TERM INT QUIT KILL; do
+		# (In $TMP: sh may dump core for QUIT.)
+		code=$(cd "$TMP" && python3 -c 'import subprocess, sys; print(subprocess.run(sys.argv[1:]).returncode)' \
+			"$SHMSEM" run "$n" -- sh -c "kill -$sig \$\$")
+		[[ $code == "-$(kill -l "$sig")" ]] || fail "command killed by SIG$sig: shmsem run ended with $code"
+	done
+	expect_rc 0 "$SHMSEM" status --json "$n"
+	expect_json "d['available'], d['held']" "(1, 0)"
+}
+
+TextOutputEscapesControlBytes() {
+	local n bad
+	n="$(name esc)"$'\e[2J'
+	bad="$(name utf)"$'\xff'
+	"$SHMSEM" create "$n" --permits 2
+	"$SHMSEM" create "$bad" --permits 1
+	bg "$SHMSEM" run "$n" -- sh -c 'sleep 600' $'\e]0;pwned\a'
+	wait_for 5 "d['held'] == 1" "$n"
+	expect_rc 0 "$SHMSEM" list
+	expect_out "$(name esc)\\x1b[2J"
+	expect_out "$(name utf)\\xff"
+	! grep -q $'[\e\a]' "$TMP/out" || fail "list printed a raw control byte"
+	expect_rc 0 "$SHMSEM" status "$n"
+	expect_out "semaphore  $(name esc)\\x1b[2J"
+	expect_out 'sleep 600 \x1b]0;pwned\x07'
+	! grep -q $'[\e\a]' "$TMP/out" || fail "status printed a raw control byte"
+	# JSON stays valid JSON whatever the bytes (invalid UTF-8 becomes U+FFFD).
+	expect_rc 0 "$SHMSEM" list --json
+	expect_json "'$(name utf)\ufffd' in [s['name'] for s in d['semaphores']]" "True"
+	expect_rc 0 "$SHMSEM" status --json "$n"
+	expect_json "d['holders'][0]['cmdline'].endswith('\x1b]0;pwned\x07')" "True"
+	# Error messages too.
+	expect_rc 3 "$SHMSEM" status "$(name none)"$'\e[2J'
+	expect_err "$(name none)\\x1b[2J: no such semaphore"
+	! grep -q $'\e' "$TMP/err" || fail "an error message printed a raw escape"
+}
+
+RmRefusesFilesThatAreNotSemaphores() {
+	local n
+	n=$(name real)
+	"$SHMSEM" create "$n" --permits 1
+	head -c 4096 /dev/urandom >"/dev/shm${PREFIX}-junk"
+	ln -s /etc/passwd "/dev/shm${PREFIX}-link"
+	expect_rc 1 "$SHMSEM" rm "$PREFIX-junk" "$PREFIX-link" "$n"
+	expect_err "shmsem: rm $PREFIX-junk: not a shmsem semaphore; not removed (use --force to remove it anyway)"
+	expect_err "shmsem: rm $PREFIX-link: not a shmsem semaphore"
+	[[ -e /dev/shm${PREFIX}-junk && -L /dev/shm${PREFIX}-link ]] || fail "rm removed a file that is not a semaphore"
+	[[ ! -e /dev/shm$n ]] || fail "rm did not remove the semaphore named after them"
+	expect_rc 0 "$SHMSEM" rm --force "$PREFIX-junk" "$PREFIX-link"
+	[[ ! -e /dev/shm${PREFIX}-junk && ! -L /dev/shm${PREFIX}-link ]] || fail "rm --force left them"
+	[[ -e /etc/passwd ]] || fail "rm --force followed the link"
+}
+
+InspectionRefusesLinksFifosAndDamagedFiles() {
+	local n rc
+	n=$(name target)
+	"$SHMSEM" create "$n" --permits 1
+	ln -s "/dev/shm$n" "/dev/shm${PREFIX}-link"
+	mkfifo "/dev/shm${PREFIX}-fifo"
+	cp "/dev/shm$n" "/dev/shm${PREFIX}-short"
+	truncate -s 1000 "/dev/shm${PREFIX}-short"
+	for f in link fifo short; do
+		rc=0
+		timeout 20 "$SHMSEM" status "$PREFIX-$f" >"$TMP/out" 2>"$TMP/err" || rc=$?
+		[[ $rc == 1 ]] || fail "status of the $f exited $rc, expected 1"
+		expect_err "shmsem: status $PREFIX-$f: not a shmsem segment"
+	done
+	expect_rc 0 "$SHMSEM" list
+	! grep -q -- "-link\|-fifo\|-short" "$TMP/out" || fail "list showed a link, FIFO or damaged file"
+	# The file facts come from the descriptor that was read.
+	expect_rc 0 "$SHMSEM" status --json "$n"
+	expect_json "d['file']['uid']" "$(id -u)"
 }
 
 case=${1:?usage: cli_test.sh <CaseName>}

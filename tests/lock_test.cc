@@ -354,6 +354,86 @@ TEST(Lock, LeaderThreadEndedInsideIsTakenOver) {
   kill(p, SIGKILL);
 }
 
+// A waiter that reads the holder record while it is being rewritten (the
+// sequence count is odd) must not judge the holder by that record: found by
+// the SPIN model of the lock, where a record torn between two live threads
+// (the word read the same before and after) made a live holder look dead.
+// Here the holder is stopped inside the lock and its record is made to look
+// half-written with a wrong thread inode: the old code judged it dead by
+// the inode and robbed it.
+TEST(Lock, RecordBeingRewrittenIsNeverUsedToJudgeTheHolder) {
+  Segment seg(1);
+  Children kids;
+  pid_t holder = spawn_holder_at(kids, seg, HookPoint::ACQUIRE_LOCKED, SIGSTOP);
+  detail::Core *c = seg.get()->core;
+  ASSERT_EQ(int32_t(lock_word_now(seg.get()) & detail::kLockTidMask),
+            c->lock_owner.tid);
+  c->lock_seq.store(c->lock_seq.load() | 1);  // "being rewritten"
+  c->lock_owner.tino ^= 0x5a5a;               // a torn copy would not match
+  g_alive_verdicts = 0;
+  testing::set_hook(holder_hook, nullptr);
+  std::atomic<int> r{1};
+  std::atomic<bool> done{false};
+  std::thread t([&] {
+    shmsem_lease_t l;
+    r = shmsem_try_acquire(seg.get(), &l);
+    if (r == 0) shmsem_release(seg.get(), &l);
+    done = true;
+  });
+  ASSERT_TRUE(wait_until([] { return g_alive_verdicts.load() >= 3; }));
+  EXPECT_FALSE(done.load()) << "a live holder was judged by a half-written record";
+  kill(holder, SIGCONT);
+  t.join();
+  testing::set_hook(nullptr, nullptr);
+  EXPECT_EQ(kids.wait(holder), 0);
+  EXPECT_EQ(repairs(seg.get()), 0u);
+  EXPECT_COUNTS(seg.get(), 1, 0, 0, 0);
+  EXPECT_INVARIANTS(seg.get());
+}
+
+// After a normal unlock the record names no thread, so a later holder that
+// the kernel gave the same tid is judged by its own (bare) tid until it has
+// named itself, never by the earlier thread's record (SPIN model, tid
+// recycling: the old record, of a thread since gone, made a live holder
+// look dead). The identity fields stay, so the next lock by the same thread
+// only stores its tid.
+TEST(Lock, UnlockClearsTheHolderRecordsTid) {
+  Segment seg(1);
+  shmsem_lease_t l;
+  ASSERT_EQ(shmsem_try_acquire(seg.get(), &l), 0);
+  const detail::Core *c = seg.get()->core;
+  EXPECT_EQ(c->lock_owner.tid, 0);
+  EXPECT_EQ(c->lock_owner.pid, getpid());
+  EXPECT_EQ(c->lock_seq.load() & 1, 0u);
+  uint32_t seq = c->lock_seq.load();
+  ASSERT_EQ(shmsem_release(seg.get(), &l), 0);
+  EXPECT_EQ(c->lock_owner.tid, 0);
+  EXPECT_EQ(c->lock_seq.load(), seq) << "same thread: no rewrite expected";
+}
+
+// The word names our own tid, but we hold nothing: an earlier thread with
+// this tid died holding the lock and the kernel reused its tid for us. The
+// old code judged "that" holder alive (it is us) and waited forever.
+TEST(Lock, WaiterFindingItsOwnTidInTheWordTakesOver) {
+  Segment seg(1);
+  Children kids;
+  pid_t k = kids.spawn([&] {
+    shmsem_t *s = seg.open_again();
+    uint32_t me = uint32_t(syscall(SYS_gettid)) & detail::kLockTidMask;
+    s->core->lock_word.store(me | detail::kLockWaiters);
+    shmsem_lease_t l;
+    if (shmsem_try_acquire(s, &l) != 0) return 1;
+    if (shmsem_release(s, &l) != 0) return 2;
+    shmsem_detach(s);
+    return 0;
+  });
+  EXPECT_EQ(kids.wait(k, seconds(20)), 0);
+  EXPECT_EQ(repairs(seg.get()), 1u);
+  EXPECT_EQ(lock_word_now(seg.get()), 0u);
+  EXPECT_COUNTS(seg.get(), 1, 0, 0, 0);
+  EXPECT_INVARIANTS(seg.get());
+}
+
 // A child that unshare()s a PID namespace and forks keeps its parent's
 // writable handle. Its tids mean other threads here: if it took the lock,
 // others would judge it dead and rob it (an adversarial test had two

@@ -16,7 +16,7 @@ namespace shmsem::detail {
 
 inline constexpr size_t kCacheLine = 64;
 inline constexpr uint64_t kMagic = 0x0100'4d45'534d'4853ull;  // "SHMSEM\0\1"
-inline constexpr uint32_t kLayoutVersion = 2;
+inline constexpr uint32_t kLayoutVersion = 3;
 inline constexpr uint32_t kReady = 0x5245'4459u;  // "READY", stored last
 inline constexpr uint32_t kNone = 0xffff'ffffu;   // "no index"
 // The lock word: a tid (at most 2^22 on Linux) and one flag.
@@ -115,9 +115,12 @@ struct alignas(kCacheLine) Core {
   // kLockWaiters set while someone may sleep on it. No pointer, unlike a
   // robust pthread mutex, whose robust-list links live in the mutex.
   std::atomic<uint32_t> lock_word;
-  uint32_t lock_pad;
-  // Who holds it: written by the holder right after taking it, `tid` last
-  // (release); read by waiters that suspect the holder died.
+  // Sequence count of lock_owner (a seqlock: odd while its holder rewrites
+  // it), so a waiter never judges a record torn between two holders.
+  std::atomic<uint32_t> lock_seq;
+  // Who holds it: written by the holder right after taking it; `tid` is
+  // cleared again before unlocking, so a record never names a later holder
+  // that reuses the tid. Read by waiters that suspect the holder died.
   Owner lock_owner;
   std::atomic<uint32_t> available;
   std::atomic<uint32_t> held;

@@ -8,8 +8,9 @@
 // A holder that dies inside the critical section leaves its tid in the
 // word. Nothing tells the waiters (no robust list); instead each waiter
 // sleeps at most kCheckNs, then judges the holder named by the word:
-// lock_owner when it names the same tid (the holder names itself right after
-// its CAS, tid last), or the bare tid when it died before naming itself.
+// lock_owner when a whole copy of it (seqlock lock_seq) names the same tid
+// (the holder names itself right after its CAS and clears the tid before
+// unlocking), or the bare tid when it died before naming itself.
 // Dead (owner.h's proof: its thread or its process provably exited) -> CAS
 // the word from that value to ourselves, repair(), carry on. Anything else
 // (alive, stopped, unknown) -> keep waiting, checking less often.
@@ -33,14 +34,21 @@ constexpr uint64_t kCheckNs = 1'000'000;
 constexpr uint64_t kMaxCheckNs = 64'000'000;
 constexpr int kSpins = 64;
 
-Owner read_lock_owner(const Owner &o) {
-  Owner c;
-  c.tid = __atomic_load_n(&o.tid, __ATOMIC_ACQUIRE);  // written last
-  c.pid = __atomic_load_n(&o.pid, __ATOMIC_RELAXED);
-  c.start = __atomic_load_n(&o.start, __ATOMIC_RELAXED);
-  c.ino = __atomic_load_n(&o.ino, __ATOMIC_RELAXED);
-  c.tino = __atomic_load_n(&o.tino, __ATOMIC_RELAXED);
-  return c;
+// The holder record as one consistent copy, or false if it was being
+// rewritten (or its writer died mid-write: the count stays odd). Seqlock
+// reader: the acquire load of the count and the acquire fence pair with the
+// writer's release fence and release store in name_holder().
+bool read_lock_owner(const Core *c, Owner *out) {
+  uint32_t before = c->lock_seq.load(std::memory_order_acquire);
+  const Owner &o = c->lock_owner;
+  out->tid = __atomic_load_n(&o.tid, __ATOMIC_RELAXED);
+  out->pid = __atomic_load_n(&o.pid, __ATOMIC_RELAXED);
+  out->start = __atomic_load_n(&o.start, __ATOMIC_RELAXED);
+  out->ino = __atomic_load_n(&o.ino, __ATOMIC_RELAXED);
+  out->tino = __atomic_load_n(&o.tino, __ATOMIC_RELAXED);
+  std::atomic_thread_fence(std::memory_order_acquire);
+  uint32_t after = c->lock_seq.load(std::memory_order_relaxed);
+  return before == after && !(before & 1);
 }
 
 // Holder `word` (a value read from lock_word) is provably dead.
@@ -48,31 +56,46 @@ bool holder_dead(shmsem_t *s, uint32_t word) {
   if (!may_judge(s->pidns)) return false;
   Core *c = s->core;
   int32_t tid = int32_t(word & kLockTidMask);
-  Owner o = read_lock_owner(c->lock_owner);
-  // The record is the holder's if it names the same tid and the word did
-  // not change while we read it: only the holder of the word writes it.
+  Owner o;
+  bool whole = read_lock_owner(c, &o);
+  // Cheap early exit only; the takeover CAS from exactly `word` is what
+  // makes a change of holder harmless.
   if (c->lock_word.load(std::memory_order_acquire) != word) return false;
-  if (o.tid != tid) {
-    o = Owner{};  // it died before naming itself: judge the bare tid
+  // The record describes the word's holder only if it is whole and names
+  // that tid: holders clear the tid before unlocking, so a record naming a
+  // tid was written by the thread that holds (or died holding) the lock
+  // with that tid, not by an earlier thread the tid belonged to.
+  if (!whole || o.tid != tid) {
+    o = Owner{};  // died before naming itself, or mid-write: the bare tid
     o.tid = tid;
   }
   if (thread_verdict(o) == Verdict::kDead) return true;
   return o.pid && process_verdict(o) == Verdict::kDead;
 }
 
-// The caller's name in the lock record (no system call after the first).
+// The caller's name in the lock record. The identity fields are rewritten
+// (under the sequence count) only when another thread held the lock last;
+// the common case is four loads and one store of the tid.
 void name_holder(Core *c, const Owner &me) {
   Owner &o = c->lock_owner;
-  if (__atomic_load_n(&o.tid, __ATOMIC_RELAXED) == me.tid &&
-      o.pid == me.pid && o.tino == me.tino && o.ino == me.ino &&
-      o.start == me.start)
+  if (o.pid != me.pid || o.tino != me.tino || o.ino != me.ino ||
+      o.start != me.start) {
+    // Seqlock writer. Odd from here (a writer that died mid-write left it
+    // odd: the next one makes it even again).
+    uint32_t seq = c->lock_seq.load(std::memory_order_relaxed) | 1;
+    c->lock_seq.store(seq, std::memory_order_relaxed);
+    std::atomic_thread_fence(std::memory_order_release);
+    __atomic_store_n(&o.pid, me.pid, __ATOMIC_RELAXED);
+    __atomic_store_n(&o.start, me.start, __ATOMIC_RELAXED);
+    __atomic_store_n(&o.ino, me.ino, __ATOMIC_RELAXED);
+    __atomic_store_n(&o.tino, me.tino, __ATOMIC_RELAXED);
+    __atomic_store_n(&o.tid, me.tid, __ATOMIC_RELAXED);
+    c->lock_seq.store(seq + 1, std::memory_order_release);
     return;
-  __atomic_store_n(&o.tid, 0, __ATOMIC_RELAXED);
-  __atomic_store_n(&o.pid, me.pid, __ATOMIC_RELAXED);
-  __atomic_store_n(&o.start, me.start, __ATOMIC_RELAXED);
-  __atomic_store_n(&o.ino, me.ino, __ATOMIC_RELAXED);
-  __atomic_store_n(&o.tino, me.tino, __ATOMIC_RELAXED);
-  __atomic_store_n(&o.tid, me.tid, __ATOMIC_RELEASE);  // last: see above
+  }
+  // Same identity: only the tid changes (0 -> ours); a reader sees a whole
+  // record either way.
+  __atomic_store_n(&o.tid, me.tid, __ATOMIC_RELEASE);
 }
 
 // Returns true if the lock was taken over from a dead holder.
@@ -91,6 +114,19 @@ bool lock_slow(shmsem_t *s, uint32_t me) {
   uint64_t check_at = real_mono_ns() + interval;
   for (;;) {
     uint32_t v = word.load(std::memory_order_relaxed);
+    if (v != 0 && (v & kLockTidMask) == me) {
+      // The word names our own tid, and we do not hold the lock (it is
+      // never taken recursively): an earlier thread with this tid died
+      // holding it, and the kernel gave us its tid. Only another process
+      // of our PID namespace could hold it, and that one is gone.
+      SHMSEM_HOOK(LOCK_TAKEOVER);
+      uint32_t expected = v;
+      if (word.compare_exchange_strong(expected, me | kLockWaiters,
+                                       std::memory_order_acquire,
+                                       std::memory_order_relaxed))
+        return true;
+      continue;
+    }
     if (v == 0) {
       // Others may still sleep: keep the flag (mutex 3).
       if (word.compare_exchange_strong(v, me | kLockWaiters,
@@ -131,6 +167,7 @@ bool lock_slow(shmsem_t *s, uint32_t me) {
 
 void init_lock(Core *c) {
   c->lock_word.store(0, std::memory_order_relaxed);
+  c->lock_seq.store(0, std::memory_order_relaxed);
   c->lock_owner = Owner{};
 }
 
@@ -161,8 +198,11 @@ void unlock(shmsem_t *s) {
     s->corrupt = false;
     repair(s);
   }
-  // Release: everything written under the lock happens-before the next
-  // holder's acquire CAS.
+  // No longer ours: a later holder with a reused tid must not find a
+  // record naming it before it has named itself (holder_dead()).
+  __atomic_store_n(&s->core->lock_owner.tid, 0, __ATOMIC_RELAXED);
+  // Release: everything written under the lock (the store above included)
+  // happens-before the next holder's acquire CAS.
   uint32_t v = s->core->lock_word.exchange(0, std::memory_order_release);
   if (v & kLockWaiters) futex_wake(&s->core->lock_word, 1);
 }

@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
-# Model-check verify/shmsem.pml with SPIN: every configuration below is
-# generated (spin -a), compiled (gcc) and searched exhaustively (pan), and one
-# summary line is printed per run. Exits non-zero if any run reports an error
-# (assertion, invalid end state = a waiter stuck forever, acceptance cycle,
-# or an incomplete search). What the model checks: verify/MODEL.md.
+# Model-check the SPIN models in verify/ (shmsem.pml, the protocol; lock.pml,
+# the segment lock): every configuration below is generated (spin -a),
+# compiled (gcc) and searched exhaustively (pan), and one summary line is
+# printed per run. Exits non-zero if any run reports an error (assertion,
+# invalid end state = a waiter stuck forever, acceptance cycle, or an
+# incomplete search), or if a run expected to find a known error (XFAIL)
+# finds none. What the models check: verify/MODEL.md.
 #
 #   verify/run.sh [--jobs N] [--only NAME]... [-D...]...
 #
 #   --jobs N     searches to run at once (default: 2, or 1 on one CPU; each
 #                takes up to ~1.5 GB)
-#   --only NAME  run only that configuration (repeatable)
+#   --only NAME  run only that configuration (repeatable; a glob: 'lock*')
 #   -DNAME[=V]   an extra spin -D option for every configuration
 #
 # Temporary files live in a mktemp directory, removed on success; a failing
@@ -17,17 +19,28 @@
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
-model="$here/shmsem.pml"
 
-# name | spin -D options | kind (safety: assertions + invalid end states;
-#                                 ltl: the `terminates` claim, weak fairness)
+# name | model | spin -D options | kind | expect
+#   kind:   safety (assertions + invalid end states) or ltl (the model's
+#           claim under weak fairness)
+#   expect: pass, or xfail:TEXT: the run must find an error whose message
+#           contains TEXT (a known defect of the code, pinned until it is
+#           fixed; MODEL.md says which)
 configs=(
-	"n1-crash2|-DN=1 -DMAXCRASH=2 -DSHUTDOWN -DDOUBLE_RELEASE|safety"
-	"n2-crash2|-DN=2 -DMAXCRASH=2 -DSHUTDOWN -DDOUBLE_RELEASE|safety"
-	"n2-ops2|-DN=2 -DOPS1=2 -DMAXCRASH=1 -DDOUBLE_RELEASE|safety"
-	"n1-w2|-DN=1 -DW=2 -DMAXCRASH=1 -DSHUTDOWN|safety"
-	"n1-live|-DN=1 -DMAXCRASH=1 -DSHUTDOWN -DLTL_TERMINATES|ltl"
-	"n2-live|-DN=2 -DMAXCRASH=2 -DLTL_TERMINATES|ltl"
+	"n1-crash2|shmsem.pml|-DN=1 -DMAXCRASH=2 -DSHUTDOWN -DDOUBLE_RELEASE|safety|pass"
+	"n2-crash2|shmsem.pml|-DN=2 -DMAXCRASH=2 -DSHUTDOWN -DDOUBLE_RELEASE|safety|pass"
+	"n2-ops2|shmsem.pml|-DN=2 -DOPS1=2 -DMAXCRASH=1 -DDOUBLE_RELEASE|safety|pass"
+	"n1-w2|shmsem.pml|-DN=1 -DW=2 -DMAXCRASH=1 -DSHUTDOWN|safety|pass"
+	"n1-live|shmsem.pml|-DN=1 -DMAXCRASH=1 -DSHUTDOWN -DLTL_TERMINATES|ltl|pass"
+	"n2-live|shmsem.pml|-DN=2 -DMAXCRASH=2 -DLTL_TERMINATES|ltl|pass"
+	"lock-t2-crash2|lock.pml|-DNT=2 -DCYCLES=3 -DMAXCRASH=2 -DMAXLOST=1 -DCORRUPT|safety|pass"
+	"lock-t3-crash2|lock.pml|-DNT=3 -DMAXCRASH=2 -DCORRUPT|safety|pass"
+	"lock-t2-live|lock.pml|-DNT=2 -DCYCLES=3 -DMAXCRASH=2 -DMAXLOST=2 -DLTL_LIVE|ltl|pass"
+	"lock-t3-live|lock.pml|-DNT=3 -DMAXCRASH=2 -DMAXLOST=1 -DLTL_LIVE|ltl|pass"
+	"lock-t3-ops2|lock.pml|-DNT=3 -DCYCLES1=2 -DMAXCRASH=0|safety|xfail:!(dv)"
+	"lock-t2-recycle|lock.pml|-DNT=2 -DRECYCLE=1 -DMAXCRASH=0|safety|xfail:!(dv)"
+	"lockfix-t3-ops2|lock.pml|-DFIX_NAMED -DNT=3 -DCYCLES1=2 -DMAXCRASH=0|safety|pass"
+	"lockfix-t2-recycle|lock.pml|-DFIX_NAMED -DNT=2 -DCYCLES=2 -DRECYCLE=1 -DMAXCRASH=0 -DMAXLOST=1|safety|pass"
 )
 
 extra=""
@@ -38,7 +51,7 @@ while [ $# -gt 0 ]; do
 	-D*) extra="$extra $1" ;;
 	--jobs) jobs="$2"; shift ;;
 	--only) only+=("$2"); shift ;;
-	-h|--help) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	-h|--help) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	*) echo "run.sh: unknown option '$1' (try --help)" >&2; exit 2 ;;
 	esac
 	shift
@@ -58,10 +71,10 @@ trap cleanup EXIT
 
 # One configuration: generate, compile, search; leaves $dir/summary.
 verify_one() {
-	local name="$1" defs="$2$extra" kind="$3"
+	local name="$1" model="$2" defs="$3$extra" kind="$4" expect="$5"
 	local dir="$work/$name"
 	mkdir -p "$dir"
-	cp "$model" "$dir/shmsem.pml"
+	cp "$here/$model" "$dir/$model"
 	local cflags="-O0 -w" panflags="-w25"
 	# -O0: the generated pan.c is large; -O2 compiles for ~1 min per
 	# configuration to search ~25% faster.
@@ -73,7 +86,7 @@ verify_one() {
 	local t0 t1 status=ok
 	t0=$(date +%s.%N)
 	# shellcheck disable=SC2086
-	if ! (cd "$dir" && spin $defs -a shmsem.pml >spin.out 2>&1); then
+	if ! (cd "$dir" && spin $defs -a "$model" >spin.out 2>&1); then
 		status="spin -a failed (see $dir/spin.out)"
 	elif ! (cd "$dir" && gcc $cflags -o pan pan.c >cc.out 2>&1); then
 		status="gcc failed (see $dir/cc.out)"
@@ -81,7 +94,7 @@ verify_one() {
 		status="pan exited with an error"
 	fi
 	t1=$(date +%s.%N)
-	local out="$dir/pan.out" states="-" trans="-" errors="-" secs="-" verdict
+	local out="$dir/pan.out" states="-" trans="-" errors="-" secs="-" verdict found=0
 	if [ -f "$out" ]; then
 		states=$(sed -n 's/^ *\([0-9.e+]*\) states, stored.*/\1/p' "$out" | head -1)
 		trans=$(sed -n 's/^ *\([0-9.e+]*\) transitions.*/\1/p' "$out" | head -1)
@@ -91,6 +104,7 @@ verify_one() {
 			if [ -z "$errors" ]; then
 				status="no result in pan output"
 			elif [ "$errors" != 0 ]; then
+				found=1
 				status=$(grep -m1 -E '^pan:[0-9]+: ' "$out" | sed 's/^pan:[0-9]*: //' || true)
 				[ -n "$status" ] || status="$errors error(s)"
 			elif grep -qE 'out of memory|max search depth too small|Search not completed' "$out"; then
@@ -98,16 +112,35 @@ verify_one() {
 			fi
 		fi
 	fi
-	if [ "$status" = ok ]; then verdict=PASS; else verdict=FAIL; fi
-	printf '%-4s %-22s %-6s states %-10s transitions %-11s errors %-3s search %6ss  total %5ss  %s\n' \
+	if [ "${expect%%:*}" = xfail ]; then
+		# The known error must still be found; anything else is a failure.
+		if [ "$found" = 1 ] && [[ $status == *"${expect#xfail:}"* ]]; then
+			verdict=XFAIL
+		elif [ "$found" = 1 ]; then
+			verdict=FAIL
+			status="$status (expected an error with '${expect#xfail:}')"
+		elif [ "$status" = ok ]; then
+			verdict=XPASS
+			status="expected an error (MODEL.md) and found none: fixed? make it 'pass'"
+		else
+			verdict=FAIL
+		fi
+	elif [ "$status" = ok ]; then
+		verdict=PASS
+	else
+		verdict=FAIL
+	fi
+	printf '%-5s %-18s %-6s states %-10s transitions %-11s errors %-3s search %6ss  total %5ss  %s %s\n' \
 		"$verdict" "$name" "$kind" "${states:--}" "${trans:--}" "${errors:--}" \
 		"${secs:--}" "$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }')" \
-		"$defs" >"$dir/summary"
-	if [ "$verdict" = FAIL ]; then
-		{
-			echo "     -> $status"
-			echo "     -> replay: cd $dir && spin -t -p -g $defs shmsem.pml | less"
-		} >>"$dir/summary"
+		"$model" "$defs" >"$dir/summary"
+	if [ "$verdict" = XFAIL ]; then
+		echo "      -> known: $status" >>"$dir/summary"
+		echo PASS >"$dir/verdict"
+	elif [ "$verdict" != PASS ]; then
+		echo "      -> $status" >>"$dir/summary"
+		[ "$verdict" = XPASS ] ||
+			echo "      -> replay: cd $dir && spin -t -p -g $defs $model | less" >>"$dir/summary"
 		echo FAIL >"$dir/verdict"
 	else
 		echo PASS >"$dir/verdict"
@@ -119,7 +152,8 @@ for c in "${configs[@]}"; do
 	name=${c%%|*}
 	if [ ${#only[@]} -gt 0 ]; then
 		match=0
-		for o in "${only[@]}"; do [ "$o" = "$name" ] && match=1; done
+		# shellcheck disable=SC2053
+		for o in "${only[@]}"; do [[ $name == $o ]] && match=1; done
 		[ "$match" = 1 ] || continue
 	fi
 	selected+=("$c")
@@ -129,16 +163,17 @@ if [ ${#selected[@]} -eq 0 ]; then
 	exit 2
 fi
 
-echo "shmsem: SPIN $(spin -V | sed -n 's/^Spin Version \([^ ]*\).*/\1/p'), model $model${extra:+ (${extra# })}, $jobs at a time" >&2
+models=$(for c in "${selected[@]}"; do IFS='|' read -r _ m _ <<<"$c"; echo "$m"; done | sort -u | tr '\n' ' ')
+echo "shmsem: SPIN $(spin -V | sed -n 's/^Spin Version \([^ ]*\).*/\1/p'), models ${models% }${extra:+ (${extra# })}, $jobs at a time" >&2
 start=$(date +%s)
 running=0
 for c in "${selected[@]}"; do
-	IFS='|' read -r name defs kind <<<"$c"
+	IFS='|' read -r name model defs kind expect <<<"$c"
 	if [ "$running" -ge "$jobs" ]; then
 		wait -n || true
 		running=$((running - 1))
 	fi
-	verify_one "$name" "$defs" "$kind" &
+	verify_one "$name" "$model" "$defs" "$kind" "$expect" &
 	running=$((running + 1))
 done
 wait || true

@@ -1,0 +1,389 @@
+/*
+ * lock.pml -- a SPIN model of the segment lock itself (libshmsem/src/lock.cc,
+ * docs/DESIGN.md section 2), step by step: the lock word, the CAS acquire,
+ * the waiters flag, the futex sleep with a timeout, the holder naming itself
+ * in lock_owner, the takeover of a dead holder and repair, the release.
+ * verify/shmsem.pml abstracts this lock as `atomic` blocks; this model
+ * checks that abstraction. What each step stands for, what is abstracted
+ * and the results: verify/MODEL.md, "The lock model". Run: verify/run.sh.
+ *
+ * Every statement below is one atomic step of the C code (a load, a CAS, a
+ * store, a system call); where an `atomic` block joins a load to the CAS or
+ * store after it, MODEL.md says why no run is lost.
+ *
+ * Build-time parameters (spin -D...):
+ *   NT        threads (2 or 3), one per process; thread t has tid t
+ *   CYCLES    lock/unlock cycles per thread      CYCLES1  cycles of thread 1
+ *   MAXCRASH  threads killed per run, at any step
+ *   MAXLOST   sleepers that a read-only process moves to another futex
+ *             (FUTEX_CMP_REQUEUE): no FUTEX_WAKE of the word reaches them
+ *   RECYCLE   threads whose tid a new thread gets after they end
+ *   CORRUPT   a critical section may stop half-way (mark_corrupt());
+ *             unlock() repairs
+ *   LTL_LIVE  the liveness claim (pan -a -f); verdicts are then exact
+ *   FIX_NAMED not what lock.cc does: the repair proposed in MODEL.md
+ *             (lock_owner under a sequence count, trusted only while the
+ *             word carries NAMED, which the holder sets once named)
+ */
+
+#ifndef NT
+#define NT 2
+#endif
+#ifndef CYCLES
+#define CYCLES 1
+#endif
+#ifndef CYCLES1
+#define CYCLES1 CYCLES
+#endif
+#ifndef MAXCRASH
+#define MAXCRASH 1
+#endif
+#ifndef MAXLOST
+#define MAXLOST 0
+#endif
+#ifndef RECYCLE
+#define RECYCLE 0
+#endif
+
+#define WAITERS 8        /* kLockWaiters (layout.h) */
+#define TIDMASK 7        /* kLockTidMask */
+#ifdef FIX_NAMED
+#define NAMED   16       /* proposed: lock_owner describes this holding */
+#endif
+
+/* ---- shared memory ---------------------------------------------------------- */
+byte word;          /* core.lock_word: 0, tid, or tid + WAITERS */
+byte rec_tid;       /* core.lock_owner.tid, stored last */
+byte rec_id;        /* core.lock_owner.{pid,start,ino,tino}: the identity of
+                     * the thread that stored them (0: never stored) */
+#ifdef FIX_NAMED
+byte rec_seq;       /* proposed: odd while lock_owner is being rewritten */
+#endif
+bool dirty;         /* the state the lock protects is half-changed */
+
+/* ---- the kernel ----------------------------------------------------------- */
+byte fx[NT + 1];    /* thread t in FUTEX_WAIT: 0 no, 1 on the lock word's
+                     * queue, 2 requeued to another futex */
+byte cur[NT + 1];   /* cur[tid]: identity of the live thread with that tid,
+                     * 0 if none (pidfd_open(tid, PIDFD_THREAD) -> ESRCH) */
+byte deadmask;      /* bit i: the thread of identity i died or exited */
+
+/* ---- the world -------------------------------------------------------------- */
+byte budget;        /* kills left */
+byte lost;          /* requeues done by the read-only process */
+byte recycles;      /* tid reuses left */
+byte finished;      /* threads that ended (done or dead) */
+
+/* ---- ghosts (model only) -------------------------------------------------- */
+byte gholder;       /* identity whose CAS made the current non-zero word */
+byte incs;          /* bit i: live identity i holds the lock (CAS .. exchange) */
+
+#define DEAD(i)   (((deadmask >> (i)) & 1) == 1)
+
+/* A kill point (SIGKILL, or the process exits): the first thing in every
+ * step that changes shared memory or the futex queue. A kill before a step
+ * that only reads is the same as a kill before the next write (MODEL.md).
+ * The kernel dequeues a dead sleeper; the lock word keeps its tid. */
+#define KILL \
+	if \
+	:: budget > 0 -> \
+		budget--; \
+		deadmask = deadmask | (1 << id); cur[t] = 0; fx[t] = 0; \
+		incs = incs & ~(1 << id); \
+		v = 0; otid = 0; oid = 0; gh = 0; RESET_SEQ \
+		taken = false; corrupt = false; dv = false; \
+		goto die \
+	:: true \
+	fi
+
+#ifdef FIX_NAMED
+#define RESET_SEQ seq = 0;
+#else
+#define RESET_SEQ
+#endif
+
+/* The lock becomes ours by a CAS from 0: nobody held it. */
+#define ACQUIRED \
+	assert(gholder == 0 && incs == 0); \
+	gholder = id; incs = 1 << id
+
+/* The lock becomes ours by the takeover CAS: the holder it replaces must be
+ * dead (a takeover never happens while the named holder lives). */
+#define TAKEN_OVER \
+	assert(gholder != 0 && DEAD(gholder)); \
+	gholder = id; incs = 1 << id; taken = true
+
+/* FUTEX_WAKE(&word, 1): wakes one thread on the word's queue, if any. */
+#if NT == 2
+#define FUTEX_WAKE \
+	if \
+	:: fx[1] == 1 -> fx[1] = 0 \
+	:: fx[2] == 1 -> fx[2] = 0 \
+	:: else \
+	fi
+#elif NT == 3
+#define FUTEX_WAKE \
+	if \
+	:: fx[1] == 1 -> fx[1] = 0 \
+	:: fx[2] == 1 -> fx[2] = 0 \
+	:: fx[3] == 1 -> fx[3] = 0 \
+	:: else \
+	fi
+#else
+#error "NT must be 2 or 3"
+#endif
+
+proctype T(byte t) {
+	byte id = t;        /* this thread's identity (pid, start, pidfs inodes) */
+	byte cyc;           /* cycles done */
+	byte v;             /* the word value lock_slow() works with */
+	byte otid, oid;     /* holder_dead(): the copy of lock_owner */
+	byte gh;            /* ghost: the holder when holder_dead() saw the word */
+#ifdef FIX_NAMED
+	byte seq;           /* proposed: the sequence count before the copy */
+#endif
+	bool taken;         /* lock(): dead_holder */
+	bool corrupt;       /* s->corrupt (private to the handle) */
+	bool dv;            /* holder_dead()'s answer */
+
+start:
+	do
+	:: cyc < (t == 1 -> CYCLES1 : CYCLES) ->
+		/* ---- lock(): CAS 0 -> tid ---- */
+		atomic {
+			cyc++;
+			KILL;
+			if
+			:: word == 0 -> word = t; ACQUIRED; goto locked
+			:: else
+			fi
+		};
+		/* ---- lock_slow(): the spin is more CASes 0 -> tid (MODEL.md) ---- */
+loop:
+		atomic {
+			v = word;
+			if
+			:: v == 0 ->
+				/* others may still sleep: keep the flag (mutex 3) */
+				KILL; word = t | WAITERS; v = 0; ACQUIRED; goto locked
+			:: v != 0 && (v & WAITERS) == 0 ->
+				KILL; word = v | WAITERS; v = v | WAITERS
+			:: else
+			fi
+		};
+		/* futex_wait(&word, v, check_at): the kernel compares and queues in
+		 * one step. The sleep ends by a FUTEX_WAKE or by the timeout (a
+		 * spurious return or -EINTR is the same to the caller); a sleeper
+		 * requeued away can only time out. Then if (now < check_at)
+		 * continue: a return before the timeout (-EAGAIN, a wake) may come
+		 * before check_at ("early") or after it ("late"). */
+		atomic {
+			if
+			:: word == v -> fx[t] = 1
+			:: word != v -> v = 0; goto loop         /* -EAGAIN, early */
+			:: word != v -> goto check               /* -EAGAIN, late */
+			fi
+		};
+		if
+		:: atomic { fx[t] == 0 -> v = 0; goto loop } /* FUTEX_WAKE, early */
+		:: fx[t] == 0                                /* FUTEX_WAKE, late */
+		:: atomic { fx[t] != 0 -> fx[t] = 0 }        /* the timeout */
+		fi;
+check:
+		/* if (word.load() == v) */
+		if
+		:: word != v -> v = 0; goto loop
+		:: else
+		fi;
+		/* holder_dead(v): read_lock_owner(), tid first, then the rest */
+#ifdef FIX_NAMED
+		seq = rec_seq;
+#endif
+		otid = rec_tid;
+		oid = rec_id;
+		/* the word did not change while the record was read */
+		atomic {
+			if
+			:: word != v -> otid = 0; oid = 0; v = 0; goto loop
+			:: else -> gh = gholder
+			fi;
+#ifndef FIX_NAMED
+			/* a record that names another tid: judge the bare tid */
+			if
+			:: otid != (v & TIDMASK) -> otid = v & TIDMASK; oid = 0
+			:: else
+			fi;
+#else
+		};
+		atomic {
+			/* proposed: the copy is the holder's only if the word says this
+			 * holding is named and no rewrite ran while it was read */
+			if
+			:: (v & NAMED) == 0 || rec_seq != seq || (seq & 1) == 1 ||
+			   otid != (v & TIDMASK) ->
+				otid = v & TIDMASK; oid = 0
+			:: else
+			fi;
+			seq = 0;
+#endif
+			/* thread_verdict(o), then process_verdict(o) if o.pid: dead if
+			 * no thread has the tid (ESRCH) or the one that has it is not
+			 * the recorded one (pidfs inodes differ); one thread per
+			 * process, so the process verdict says the same */
+			dv = (cur[otid] == 0 || (oid != 0 && cur[otid] != oid));
+			/* dead must be proven: a live holder is never judged dead */
+			assert(!dv || DEAD(gh));
+#if RECYCLE == 0
+			/* and a dead holder is judged dead (a recycled tid may hide
+			 * it: MODEL.md) */
+			assert(dv || !DEAD(gh));
+#endif
+			otid = 0; oid = 0; gh = 0;
+#ifndef LTL_LIVE
+			/* unknown (no PIDFD_THREAD, hidepid, no may_judge()): alive */
+			if
+			:: dv = false
+			:: true
+			fi
+#else
+			skip
+#endif
+		};
+		if
+		:: dv ->
+			/* SHMSEM_HOOK(LOCK_TAKEOVER); CAS v -> tid | WAITERS */
+			atomic {
+				dv = false;
+				KILL;
+				if
+				:: word == v -> word = t | WAITERS; v = 0; TAKEN_OVER; goto locked
+				:: else
+				fi
+			}
+		:: else
+		fi;
+		v = 0;
+		goto loop;
+
+locked:
+		/* SHMSEM_HOOK(LOCK_TAKEN); name_holder(): rewrite the record only
+		 * if it does not name us already; tid zeroed first, stored last */
+		atomic {
+			if
+			:: rec_tid == t && rec_id == id -> goto named
+			:: else
+			fi;
+			KILL;
+#ifdef FIX_NAMED
+			rec_seq++
+#else
+			rec_tid = 0
+#endif
+		};
+#ifdef FIX_NAMED
+		atomic { KILL; rec_tid = 0 };
+#endif
+		atomic { KILL; rec_id = id };
+		atomic { KILL; rec_tid = t };
+#ifdef FIX_NAMED
+		atomic { KILL; rec_seq++ };
+#endif
+named:
+#ifdef FIX_NAMED
+		atomic { KILL; word = word | NAMED };   /* proposed: fetch_or */
+#endif
+		/* s->corrupt = false; if (dead_holder) repair(s) */
+		if
+		:: taken -> atomic { taken = false; KILL; dirty = false }
+		:: else
+		fi;
+
+		/* ---- the critical section ---- */
+		atomic {
+			/* mutual exclusion: no other live thread holds the lock */
+			assert(incs == (1 << id));
+			/* no section sees what a dead holder left half-done */
+			assert(!dirty);
+			KILL;
+			dirty = true              /* its first store */
+		};
+		atomic {
+			KILL;
+			if
+			:: dirty = false          /* its last store: consistent again */
+#ifdef CORRUPT
+			:: corrupt = true         /* a value read was out of range: the
+			                           * section stopped, mark_corrupt() */
+#endif
+			fi
+		};
+
+		/* ---- unlock() ---- */
+		if
+		:: corrupt -> atomic { corrupt = false; KILL; dirty = false }  /* repair() */
+		:: else
+		fi;
+		atomic {                      /* exchange(0) */
+			KILL;
+			v = word; word = 0;
+			assert(gholder == id);
+			gholder = 0; incs = 0
+		};
+		if
+		:: (v & WAITERS) != 0 -> atomic { v = 0; KILL; FUTEX_WAKE }
+		:: else -> v = 0
+		fi
+	:: else -> break
+	od;
+	/* the thread exits: its tid names nobody now */
+	atomic { deadmask = deadmask | (1 << id); cur[t] = 0 };
+die:
+#if RECYCLE > 0
+	/* a new thread gets this tid (the PID space wrapped) and runs a cycle */
+	if
+	:: atomic { recycles > 0 && id == t ->
+	            recycles--; id = t + NT; cur[t] = id;
+	            cyc = (t == 1 -> CYCLES1 : CYCLES) - 1 };
+	   goto start
+	:: true
+	fi;
+#endif
+	finished++
+}
+
+#if MAXLOST > 0
+/* A process with read access only: FUTEX_CMP_REQUEUE moves a sleeper from the
+ * lock word to another futex, where no FUTEX_WAKE of the word reaches it. */
+active proctype ReadOnly() {
+end:
+	do
+	:: atomic { lost < MAXLOST && fx[1] == 1 -> fx[1] = 2; lost++ }
+	:: atomic { lost < MAXLOST && fx[2] == 1 -> fx[2] = 2; lost++ }
+#if NT == 3
+	:: atomic { lost < MAXLOST && fx[3] == 1 -> fx[3] = 2; lost++ }
+#endif
+	od
+}
+#endif
+
+init {
+	byte k;
+	atomic {
+		budget = MAXCRASH;
+		recycles = RECYCLE;
+		k = 1;
+		do
+		:: k <= NT -> cur[k] = k; run T(k); k++
+		:: else -> break
+		od;
+		k = 0
+	}
+}
+
+#ifdef LTL_LIVE
+/* Under weak fairness (every live thread keeps taking steps; a stopped
+ * holder is a thread that takes none, which only the safety runs cover),
+ * every thread gets the lock for all its cycles or dies: nobody waits
+ * forever behind a dead holder, whatever wakes are lost. */
+ltl live { <> (finished == NT) }
+#endif

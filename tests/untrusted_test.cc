@@ -245,5 +245,25 @@ TEST(Untrusted, GarbageInEveryDerivedFieldIsRepairedNotFollowed) {
   EXPECT_INVARIANTS(s);
 }
 
+// The wait histogram is shared memory too: counts that add up past 2^64
+// once wrapped the total to 0 ("no waits recorded"), and a total of about
+// 2^64 made the rank a double that does not convert back to 64 bits
+// (undefined behaviour; found by the segment fuzzer). Sums saturate now.
+TEST(Untrusted, HugeWaitHistogramCountsStillGiveAQuantileBound) {
+  Segment seg(1);
+  seg.get()->core->wait_hist[5].store(~uint64_t{0});  // waits of 32-63 ns
+  seg.get()->core->wait_hist[6].store(1);             // one of 64-127 ns
+  in_child([&] {
+    shmsem_t *s = seg.open_again();
+    struct shmsem_stat st;
+    if (shmsem_stat(s, &st) != 0) return 1;
+    for (double q : {0.5, 0.99, 1.0}) {
+      uint64_t b = shmsem_stat_wait_quantile(&st, q);
+      if (b != 63 && b != 127) return 2;  // a bound of one of the buckets
+    }
+    return 0;
+  });
+}
+
 }  // namespace
 }  // namespace shmsem::test

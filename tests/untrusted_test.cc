@@ -15,6 +15,7 @@
 
 #include "handle.h"
 #include "layout.h"
+#include "snapshot.h"
 #include "support/process.h"
 #include "support/segment.h"
 
@@ -263,6 +264,41 @@ TEST(Untrusted, HugeWaitHistogramCountsStillGiveAQuantileBound) {
     }
     return 0;
   });
+}
+
+// The CLI's snapshot remembered every owner it had judged for the life of
+// the process: each distinct owner a writer put into the segment grew that
+// memo without bound in a long-running caller (found while building the
+// segment fuzzer), and a holder that died between two snapshots was still
+// shown alive. It remembers within one snapshot only.
+TEST(Untrusted, SnapshotJudgesOwnersAfreshEachTime) {
+  Segment seg(1);
+  int ready[2], go[2];
+  ASSERT_EQ(pipe(ready), 0);
+  ASSERT_EQ(pipe(go), 0);
+  Children kids;
+  pid_t holder = kids.spawn([&] {
+    close(go[1]);
+    shmsem_lease_t l;
+    if (shmsem_acquire(seg.get(), &l) != 0) return 1;
+    if (write(ready[1], "x", 1) != 1) return 2;
+    char c;
+    return read(go[0], &c, 1) == 0 ? 0 : 3;  // until the parent closes it
+  });
+  close(go[0]);
+  char c;
+  ASSERT_EQ(read(ready[0], &c, 1), 1);
+  cli::Snapshot snap;
+  ASSERT_EQ(cli::take_snapshot(seg.name(), &snap), 0);
+  ASSERT_EQ(snap.holders.size(), 1u);
+  EXPECT_EQ(snap.holders[0].owner.liveness, "alive");
+  close(go[1]);
+  ASSERT_EQ(kids.wait(holder, std::chrono::seconds(30)), 0);
+  ASSERT_EQ(cli::take_snapshot(seg.name(), &snap), 0);
+  ASSERT_EQ(snap.holders.size(), 1u);
+  EXPECT_EQ(snap.holders[0].owner.liveness, "dead");
+  close(ready[0]);
+  close(ready[1]);
 }
 
 }  // namespace

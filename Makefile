@@ -40,8 +40,9 @@ test-sanitize: deps
 	cd $(ASAN_BUILD) && ctest --output-on-failure -j $(JOBS) --timeout 600 -LE no-sanitize
 
 # libFuzzer over arbitrary segment bytes (tests/fuzz/), ASan+UBSan, clang.
+# The compiler is chosen when $(FUZZ_BUILD) is first configured (CC/CXX).
 fuzz-build: deps
-	cmake -S . -B $(FUZZ_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=$(FUZZ_CC) -DCMAKE_CXX_COMPILER=$(FUZZ_CXX) -DSHMSEM_FUZZ=ON -DSHMSEM_TESTS=OFF -DSHMSEM_BENCH=OFF -DSHMSEM_TOOLS=OFF $(CMAKE_FLAGS)
+	CC=$(FUZZ_CC) CXX=$(FUZZ_CXX) cmake -S . -B $(FUZZ_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSHMSEM_FUZZ=ON -DSHMSEM_TESTS=OFF -DSHMSEM_BENCH=OFF -DSHMSEM_TOOLS=OFF $(CMAKE_FLAGS)
 	cmake --build $(FUZZ_BUILD) -j $(JOBS) --target shmsem_segment_fuzz shmsem_fuzz_seeds
 
 # FUZZ_SECONDS per worker, growing $(FUZZ_BUILD)/fuzz/corpus across runs.

@@ -92,7 +92,9 @@ struct State {
   std::string name;
   int fd = -1;
   char *map = nullptr;  // the writer's mapping
-  size_t size = 0;
+  size_t size = 0;       // of this input's segment
+  size_t file_size = 0;  // of the file now
+  uint64_t pidns = 0;    // ours
   shmsem_t *s = nullptr;
   uint32_t permits = 1, max_waiters = 0;
   Geometry geo{};
@@ -481,10 +483,10 @@ void run_op(Reader &r) {
 }
 
 // The segment file for this input, written through the writer's mapping.
-// One file per process, kept under its name between inputs but emptied
-// (truncated to 0) after each: munmap and unlink cost more than the rest
-// of a typical input on a virtual machine. Returns false if it could not
-// be made (a system limit, not a finding).
+// One file per process, kept under its name and mapped between inputs
+// (munmap and unlink cost more than the rest of a typical input on a
+// virtual machine); each input rewrites every byte of it. Returns false if
+// it could not be made (a system limit, not a finding).
 constexpr size_t kMaxFile = 64 * 1024;  // > geometry(kMaxPermits, kMaxWaiters)
 static_assert(kMaxFile >= sizeof(Header) + kCoreOff + sizeof(Core) +
                               kMaxPermits * sizeof(LeaseRecord) +
@@ -514,9 +516,14 @@ bool build_segment(const InputHeader &h, const uint8_t *image, size_t len) {
   g.geo = geometry(permits, max_waiters);
   if (!open_file()) return false;
   size_t size = raw ? (len < kMaxFile ? len : kMaxFile) : g.geo.total_size;
-  if (ftruncate(g.fd, off_t(size)) != 0) return false;
+  if (size != g.file_size) {
+    if (ftruncate(g.fd, off_t(size)) != 0) return false;
+    g.file_size = size;
+  }
   g.size = size;
-  memcpy(g.map, image, len < g.size ? len : g.size);
+  size_t n = len < g.size ? len : g.size;
+  memcpy(g.map, image, n);
+  memset(g.map + n, 0, g.size - n);
   if (g.size < sizeof(Header)) return true;
   auto *hdr = reinterpret_cast<Header *>(g.map);
   if (!raw) {
@@ -531,9 +538,9 @@ bool build_segment(const InputHeader &h, const uint8_t *image, size_t len) {
     hdr->ready.store(kReady, std::memory_order_release);
   }
   switch (h.pidns % 4) {
-    case kPidnsOurs: hdr->pidns = pidns_inode(); break;
+    case kPidnsOurs: hdr->pidns = g.pidns; break;
     case kPidnsUnknown: hdr->pidns = 0; break;
-    case kPidnsOther: hdr->pidns = pidns_inode() + 1; break;
+    case kPidnsOther: hdr->pidns = g.pidns + 1; break;
     default: break;
   }
   g.judge = may_judge(hdr->pidns);
@@ -555,8 +562,6 @@ void finish_input() {
   shmsem_detach(g.s);
   g.s = nullptr;
   g.leases.clear();
-  // Empty, so the next input starts from zeros.
-  if (g.fd >= 0 && ftruncate(g.fd, 0) != 0) abort();
   g.size = 0;
   g.dead_lock_used = false;
 }
@@ -590,6 +595,7 @@ void remove_stale_segments() {
 
 extern "C" int LLVMFuzzerInitialize(int *, char ***) {
   g.name = "/shmsem-fuzz-" + std::to_string(getpid());
+  g.pidns = pidns_inode();
   // Brief deadlines should be brief: futex timeouts get 50 us of slack
   // otherwise.
   prctl(PR_SET_TIMERSLACK, 1UL);

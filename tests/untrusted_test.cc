@@ -266,6 +266,25 @@ TEST(Untrusted, HugeWaitHistogramCountsStillGiveAQuantileBound) {
   });
 }
 
+// The counters are shared memory too: a count near 2^31 made the signed
+// sum in counter_add() overflow (undefined behaviour: an abort under UBSan,
+// so this fails in the sanitizer pass of `make test` without the fix;
+// found by review, reproduced as a segment fuzzer input). They wrap as
+// unsigned values; shmsem_check reports the mismatch (they are caches).
+TEST(Untrusted, CountsAtTheSignedLimitWrapWithoutOverflow) {
+  Segment seg(2);
+  seg.get()->core->held.store(0x7fff'ffffu);
+  in_child([&] {
+    shmsem_t *s = seg.open_again();
+    shmsem_lease_t l;
+    if (shmsem_try_acquire(s, &l) != 0) return 1;  // held: 2^31 - 1 + 1
+    if (shmsem_release(s, &l) != 0) return 2;       // held: 2^31 - 1
+    struct shmsem_stat st;
+    if (shmsem_stat(s, &st) != 0 || st.held != 0x7fff'ffffu) return 3;
+    return shmsem_check(s) == -EUCLEAN ? 0 : 4;
+  });
+}
+
 // The CLI's snapshot remembered every owner it had judged for the life of
 // the process: each distinct owner a writer put into the segment grew that
 // memo without bound in a long-running caller (found while building the

@@ -8,10 +8,12 @@
 # BUILD_DIR/fuzz/corpus) keeps what the fuzzer found across runs; `fresh`
 # starts from the seeds alone (BUILD_DIR/fuzz/corpus-fresh, emptied first).
 # WORKERS fuzzer processes (default: the number of cores) share the corpus,
-# each for SECONDS. Any finding (a sanitizer report, a crash, a hang of more
-# than 10 s, a leak, more than 2 GiB of memory) ends that worker, leaves
-# its input in BUILD_DIR/fuzz/artifacts and makes this script fail. Prints
-# the executions (all workers) and the coverage (the best worker's).
+# each for SECONDS. Any finding (a sanitizer report, a crash, an input that
+# runs longer than FUZZ_TIMEOUT seconds (default 30: generous, for a loaded
+# machine; a hang is forever), a leak, more than 2 GiB of memory) ends that
+# worker, leaves its input in BUILD_DIR/fuzz/artifacts and makes this script
+# fail. The inputs of past findings (tests/fuzz/regressions/) are run first
+# with the seeds. Prints the executions (all workers) and the coverage.
 set -eu
 usage="usage: run.sh BUILD_DIR SECONDS [WORKERS] [CORPUS|fresh]"
 BUILD=$(cd "${1:?$usage}" && pwd)
@@ -19,6 +21,8 @@ SECS=${2:?$usage}
 WORKERS=${3:-$(nproc)}
 OUT=$BUILD/fuzz
 CORPUS=${4:-$OUT/corpus}
+REGRESSIONS=$(cd "$(dirname "$0")" && pwd)/regressions
+TIMEOUT=${FUZZ_TIMEOUT:-30}
 FUZZER=$BUILD/tests/fuzz/shmsem_segment_fuzz
 SEEDER=$BUILD/tests/fuzz/shmsem_fuzz_seeds
 mkdir -p "$OUT/seeds" "$OUT/artifacts"
@@ -38,9 +42,9 @@ status=0
 # -jobs=-workers=N: N processes, each until SECONDS or its first finding,
 # each logging to fuzz-<n>.log in the current directory.
 (cd "$OUT" && "$FUZZER" -jobs="$WORKERS" -workers="$WORKERS" \
-	-max_total_time="$SECS" -timeout=10 -rss_limit_mb=2048 -max_len=16384 \
+	-max_total_time="$SECS" -timeout="$TIMEOUT" -rss_limit_mb=2048 -max_len=16384 \
 	-print_final_stats=1 -artifact_prefix="$OUT/artifacts/" \
-	"$CORPUS" "$OUT/seeds" >"$OUT/fuzz-main.log" 2>&1) || status=$?
+	"$CORPUS" "$OUT/seeds" "$REGRESSIONS" >"$OUT/fuzz-main.log" 2>&1) || status=$?
 execs=0
 for log in "$OUT"/fuzz-[0-9]*.log; do
 	[ -f "$log" ] || continue

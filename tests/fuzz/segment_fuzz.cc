@@ -17,6 +17,7 @@
 // is cancelled before it can sleep. The lock word is cleared unless it names
 // a thread that provably does not exist (a live holder may block everyone
 // forever by design, §7a), so no input can hang on a live holder.
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -29,7 +30,6 @@
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
-#include <dirent.h>
 
 #include <string>
 #include <vector>

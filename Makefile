@@ -1,11 +1,18 @@
 # Thin front door over CMake. `make help` lists the targets.
 BUILD      ?= build
 ASAN_BUILD ?= build-asan
+FUZZ_BUILD ?= build-fuzz
 PREFIX     ?= /usr/local
 JOBS       ?= $(shell nproc)
 CMAKE_FLAGS ?=
+# The segment fuzzer: clang from Debian, run time and worker processes.
+FUZZ_CC ?= clang-14
+FUZZ_CXX ?= clang++-14
+FUZZ_SECONDS ?= 600
+FUZZ_SHORT_SECONDS ?= 30
+FUZZ_WORKERS ?= $(JOBS)
 
-.PHONY: all deps build demo test test-fast test-sanitize bench soak verify install clean help
+.PHONY: all deps build demo test test-fast test-sanitize fuzz fuzz-short fuzz-build bench soak verify install clean help
 
 all: build
 
@@ -20,8 +27,9 @@ demo: build
 	./$(BUILD)/examples/shmsem-demo
 
 # The whole suite, again under AddressSanitizer + UBSan, then the SPIN
-# model check of the protocol (about a minute).
-test: test-fast test-sanitize verify
+# model check of the protocol (about a minute), then half a minute of the
+# segment fuzzer from its seeds.
+test: test-fast test-sanitize verify fuzz-short
 
 test-fast: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) --timeout 300
@@ -30,6 +38,20 @@ test-sanitize: deps
 	cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DSHMSEM_SANITIZE=ON -DSHMSEM_TESTS=ON -DSHMSEM_BENCH=OFF -DSHMSEM_TOOLS=ON $(CMAKE_FLAGS)
 	cmake --build $(ASAN_BUILD) -j $(JOBS)
 	cd $(ASAN_BUILD) && ctest --output-on-failure -j $(JOBS) --timeout 600 -LE no-sanitize
+
+# libFuzzer over arbitrary segment bytes (tests/fuzz/), ASan+UBSan, clang.
+# The compiler is chosen when $(FUZZ_BUILD) is first configured (CC/CXX).
+fuzz-build: deps
+	CC=$(FUZZ_CC) CXX=$(FUZZ_CXX) cmake -S . -B $(FUZZ_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSHMSEM_FUZZ=ON -DSHMSEM_TESTS=OFF -DSHMSEM_BENCH=OFF -DSHMSEM_TOOLS=OFF $(CMAKE_FLAGS)
+	cmake --build $(FUZZ_BUILD) -j $(JOBS) --target shmsem_segment_fuzz shmsem_fuzz_seeds
+
+# FUZZ_SECONDS per worker, growing $(FUZZ_BUILD)/fuzz/corpus across runs.
+fuzz: fuzz-build
+	./tests/fuzz/run.sh $(FUZZ_BUILD) $(FUZZ_SECONDS) $(FUZZ_WORKERS)
+
+# The short run of `make test`: from the seeds alone, FUZZ_SHORT_SECONDS.
+fuzz-short: fuzz-build
+	./tests/fuzz/run.sh $(FUZZ_BUILD) $(FUZZ_SHORT_SECONDS) $(FUZZ_WORKERS) fresh
 
 bench: build
 	./bench/run.sh $(BUILD)
@@ -46,13 +68,17 @@ install: build
 	cmake --install $(BUILD) --prefix $(PREFIX)
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD)
 
 help:
 	@echo "make demo       build and run the demo (installs Debian packages if missing)"
-	@echo "make test       all tests, again under ASan+UBSan, then make verify"
+	@echo "make test       all tests, again under ASan+UBSan, then make verify and make fuzz-short"
 	@echo "make test-fast  the tests without the sanitizer pass"
 	@echo "make bench      benchmarks against sem_t, SysV, robust mutex, flock"
 	@echo "make soak       long crash soak (SHMSEM_SOAK_SECONDS=120, SHMSEM_CRASH_SEEDS=8)"
 	@echo "make verify     model-check verify/shmsem.pml with SPIN"
+	@echo "make fuzz       libFuzzer (clang, ASan+UBSan) over arbitrary segment bytes and op scripts,"
+	@echo "                FUZZ_SECONDS=600 per worker, FUZZ_WORKERS=nproc; corpus, logs and any"
+	@echo "                crashing input in $(FUZZ_BUILD)/fuzz/; fails on any finding"
+	@echo "make fuzz-short the same for FUZZ_SHORT_SECONDS=30 from the seeds alone (part of make test)"
 	@echo "make install    install into PREFIX (default /usr/local)"

@@ -42,6 +42,13 @@ std::string group_name(gid_t gid) {
   return "";
 }
 
+// describe_process()'s memo for the snapshot being taken. Not kept across
+// snapshots: a process may die between two, and every distinct owner a
+// writer puts in the segment would stay here for the life of a long-running
+// caller (the segment fuzzer, a future exporter): memory without bound.
+using OwnerKey = std::tuple<int32_t, int32_t, uint64_t, uint64_t, uint64_t, bool>;
+std::map<OwnerKey, ProcessInfo> g_seen;
+
 d::Owner read_owner(const d::Owner &o) {
   d::Owner copy{};
   copy.pid = peek(o.pid);
@@ -117,14 +124,13 @@ void read_waiters(const shmsem_t *s, uint32_t waiting, Snapshot *out) {
 
 void describe_process(const d::Owner &o, bool is_slot, bool can_judge,
                       ProcessInfo *info) {
-  // Memoised per owner: a semaphore with thousands of holders or waiters
-  // usually has few distinct processes, and /proc/<pid>/stat of a process
-  // with many threads costs time proportional to its threads.
-  using Key = std::tuple<int32_t, int32_t, uint64_t, uint64_t, uint64_t, bool>;
-  static std::map<Key, ProcessInfo> seen;
-  Key key{o.pid, o.tid, o.start, o.ino, o.tino, is_slot};
-  auto it = seen.find(key);
-  if (it != seen.end()) {
+  // Memoised per owner within one snapshot (take_snapshot() empties it):
+  // a semaphore with thousands of holders or waiters usually has few
+  // distinct processes, and /proc/<pid>/stat of a process with many threads
+  // costs time proportional to its threads.
+  OwnerKey key{o.pid, o.tid, o.start, o.ino, o.tino, is_slot};
+  auto it = g_seen.find(key);
+  if (it != g_seen.end()) {
     *info = it->second;
     return;
   }
@@ -144,12 +150,13 @@ void describe_process(const d::Owner &o, bool is_slot, bool can_judge,
     info->comm = proc_comm(o.pid);
     info->cmdline = proc_cmdline(o.pid);
   }
-  seen[key] = *info;
+  g_seen[key] = *info;
 }
 
 int take_snapshot(const std::string &name, Snapshot *out) {
   *out = Snapshot{};
   out->name = name;
+  g_seen.clear();
   SegmentCopy h;
   int e = copy_segment(name.c_str(), &h);
   if (e) return e;

@@ -53,15 +53,22 @@ int stat(shmsem_t *s, struct shmsem_stat *st) {
 
 uint64_t wait_quantile(const struct shmsem_stat *st, double q) {
   if (!st || !(q > 0) || q > 1) return 0;
+  // The counts come from the segment, where a writer may have put any
+  // value (docs/DESIGN.md §7a): sums saturate instead of wrapping (a wrapped
+  // total read as "no waits"), and the rank is kept within the total
+  // before it leaves floating point (double(2^64 - 1) is 2^64, which does
+  // not convert back; found by the segment fuzzer).
+  auto add = [](uint64_t a, uint64_t b) { return b > ~a ? ~uint64_t{0} : a + b; };
   uint64_t total = 0;
-  for (uint64_t n : st->wait_hist) total += n;
+  for (uint64_t n : st->wait_hist) total = add(total, n);
   if (!total) return 0;
   // The smallest wait with at least q of all waits at or below it.
-  uint64_t rank = uint64_t(ceil(q * double(total)));
+  double r = ceil(q * double(total));
+  uint64_t rank = r < double(total) ? uint64_t(r) : total;
   if (rank == 0) rank = 1;
   uint64_t seen = 0;
   for (int b = 0; b < SHMSEM_HIST_BUCKETS; b++) {
-    seen += st->wait_hist[b];
+    seen = add(seen, st->wait_hist[b]);
     if (seen >= rank) return (uint64_t{1} << (b + 1)) - 1;
   }
   return ~uint64_t{0};

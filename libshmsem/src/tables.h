@@ -9,8 +9,10 @@
 
 namespace shmsem::detail {
 
+// In unsigned arithmetic: a writer may have left any count in the segment,
+// and one near 2^31 overflowed the signed sum (undefined behaviour).
 inline void counter_add(std::atomic<uint32_t> &c, int32_t d) {
-  c.store(uint32_t(int32_t(c.load(std::memory_order_relaxed)) + d),
+  c.store(c.load(std::memory_order_relaxed) + uint32_t(d),
           std::memory_order_relaxed);
 }
 inline void stat_bump(std::atomic<uint64_t> &c, uint64_t d = 1) {

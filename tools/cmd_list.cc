@@ -145,7 +145,9 @@ int run_list(const ListOptions &o) {
              {"size", l.size},
              {"uid", l.uid}});
     }
-    printf("%s\n", j.dump(2).c_str());
+    // Names are bytes, not always UTF-8: print invalid ones as U+FFFD
+    // (plain dump() throws on them).
+    printf("%s\n", j.dump(2, ' ', false, Json::error_handler_t::replace).c_str());
   } else if (found.empty()) {
     printf("no semaphores in %s\n", kShmDir);
   } else {

@@ -192,8 +192,11 @@ int run_status(const StatusOptions &o) {
     report_error("status", o.name, e);
     return exit_code_for(e);
   }
+  // Command lines and names are bytes, not always UTF-8: dump() would throw
+  // on them; invalid bytes print as U+FFFD instead.
   if (o.json)
-    printf("%s\n", to_json(snap).dump(2).c_str());
+    printf("%s\n",
+           to_json(snap).dump(2, ' ', false, Json::error_handler_t::replace).c_str());
   else
     render_text(snap, stdout);
   return fflush(stdout) == 0 ? kExitOk : kExitFailure;

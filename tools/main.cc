@@ -25,6 +25,7 @@ CLI::Option *add_name_option(CLI::App *sub, std::string *name) {
       ->required()
       ->option_text(" ")
       ->check(CLI::Validator(
+          // cppcheck-suppress constParameter ; CLI11's validator signature
           [](std::string &value) { return name_problem(value); }, "", ""));
 }
 

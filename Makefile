@@ -1,11 +1,12 @@
 # Thin front door over CMake. `make help` lists the targets.
 BUILD      ?= build
 ASAN_BUILD ?= build-asan
+LINT_BUILD ?= build-lint
 PREFIX     ?= /usr/local
 JOBS       ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps build demo test test-fast test-sanitize bench soak verify install clean help
+.PHONY: all deps build demo lint test test-fast test-sanitize bench soak verify install clean help
 
 all: build
 
@@ -19,9 +20,15 @@ build: deps
 demo: build
 	./$(BUILD)/examples/shmsem-demo
 
-# The whole suite, again under AddressSanitizer + UBSan, then the SPIN
-# model check of the protocol (about a minute).
-test: test-fast test-sanitize verify
+# Static analysis first (it fails fastest), then the whole suite, again
+# under AddressSanitizer + UBSan, then the SPIN model check of the protocol
+# (about a minute).
+test: lint test-fast test-sanitize verify
+
+# clang-tidy (.clang-tidy) and cppcheck (.cppcheck-suppressions); any finding
+# fails. Configures its own build directory, builds nothing. See scripts/lint.
+lint: deps
+	./scripts/lint $(LINT_BUILD)
 
 test-fast: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) --timeout 300
@@ -46,11 +53,12 @@ install: build
 	cmake --install $(BUILD) --prefix $(PREFIX)
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) $(LINT_BUILD)
 
 help:
 	@echo "make demo       build and run the demo (installs Debian packages if missing)"
-	@echo "make test       all tests, again under ASan+UBSan, then make verify"
+	@echo "make test       make lint, all tests, again under ASan+UBSan, then make verify"
+	@echo "make lint       clang-tidy and cppcheck; any finding fails (scripts/lint)"
 	@echo "make test-fast  the tests without the sanitizer pass"
 	@echo "make bench      benchmarks against sem_t, SysV, robust mutex, flock"
 	@echo "make soak       long crash soak (SHMSEM_SOAK_SECONDS=120, SHMSEM_CRASH_SEEDS=8)"

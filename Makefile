@@ -2,6 +2,7 @@
 BUILD      ?= build
 ASAN_BUILD ?= build-asan
 FUZZ_BUILD ?= build-fuzz
+LINT_BUILD ?= build-lint
 PREFIX     ?= /usr/local
 JOBS       ?= $(shell nproc)
 CMAKE_FLAGS ?=
@@ -12,7 +13,7 @@ FUZZ_SECONDS ?= 600
 FUZZ_SHORT_SECONDS ?= 30
 FUZZ_WORKERS ?= $(JOBS)
 
-.PHONY: all deps build demo test test-fast test-sanitize fuzz fuzz-short fuzz-build bench soak verify install clean help
+.PHONY: all deps build demo lint test test-fast test-sanitize fuzz fuzz-short fuzz-build bench soak verify install clean help
 
 all: build
 
@@ -26,10 +27,16 @@ build: deps
 demo: build
 	./$(BUILD)/examples/shmsem-demo
 
-# The whole suite, again under AddressSanitizer + UBSan, then the SPIN
-# model check of the protocol (about a minute), then half a minute of the
-# segment fuzzer from its seeds.
-test: test-fast test-sanitize verify fuzz-short
+# Static analysis first (it fails fastest), then the whole suite, again
+# under AddressSanitizer + UBSan, then the SPIN model check of the protocol
+# and the lock (about a minute), then half a minute of the segment fuzzer
+# from its seeds.
+test: lint test-fast test-sanitize verify fuzz-short
+
+# clang-tidy (.clang-tidy) and cppcheck (.cppcheck-suppressions); any finding
+# fails. Configures its own build directory, builds nothing. See scripts/lint.
+lint: deps
+	./scripts/lint $(LINT_BUILD)
 
 test-fast: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) --timeout 300
@@ -68,11 +75,12 @@ install: build
 	cmake --install $(BUILD) --prefix $(PREFIX)
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD) $(LINT_BUILD)
 
 help:
 	@echo "make demo       build and run the demo (installs Debian packages if missing)"
-	@echo "make test       all tests, again under ASan+UBSan, then make verify and make fuzz-short"
+	@echo "make test       make lint, all tests, again under ASan+UBSan, then make verify and make fuzz-short"
+	@echo "make lint       clang-tidy and cppcheck; any finding fails (scripts/lint)"
 	@echo "make test-fast  the tests without the sanitizer pass"
 	@echo "make bench      benchmarks against sem_t, SysV, robust mutex, flock"
 	@echo "make soak       long crash soak (SHMSEM_SOAK_SECONDS=120, SHMSEM_CRASH_SEEDS=8)"

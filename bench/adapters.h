@@ -222,7 +222,7 @@ class Flock {
   void release(uint64_t) { flock(fd_, LOCK_UN); }
 
  private:
-  char path_[64];
+  char path_[64] = {};
   int fd_ = -1;
 };
 

@@ -31,7 +31,9 @@ struct QueueShared {
 
 template <class A>
 struct ThreadArg {
+  // cppcheck-suppress unusedStructMember ; read in queue_thread<A>
   A *a;
+  // cppcheck-suppress unusedStructMember ; read in queue_thread<A>
   QueueShared *sh;
 };
 

@@ -31,7 +31,7 @@ double time_command(const std::vector<std::string> &argv, int runs) {
     double t = now_ms();
     pid_t pid = fork();
     if (pid == 0) {
-      freopen("/dev/null", "w", stdout);
+      (void)freopen("/dev/null", "w", stdout);  // quiet if it can be
       std::vector<char *> a;
       for (auto &s : argv) a.push_back(const_cast<char *>(s.c_str()));
       a.push_back(nullptr);

@@ -97,7 +97,7 @@ int main(void)
 			       MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	int r, i;
 
-	snprintf(name, sizeof name, "/shmsem-demo-%d", (int)getpid());
+	(void)snprintf(name, sizeof name, "/shmsem-demo-%d", (int)getpid()); /* fits */
 	r = shmsem_create(name, &cfg, SHMSEM_EXCL, &s);
 	if (r < 0) {
 		fprintf(stderr, "demo: cannot create %s: %s\n", name, shmsem_strerror(r));
@@ -127,8 +127,8 @@ int main(void)
 	       (unsigned long long)st.cancellations, st.available, st.permits,
 	       st.held, st.waiting);
 	printf("wait p50 <= %.3f ms, p99 <= %.3f ms (log2 buckets); invariant check: %s\n",
-	       shmsem_stat_wait_quantile(&st, 0.5) / 1e6,
-	       shmsem_stat_wait_quantile(&st, 0.99) / 1e6,
+	       (double)shmsem_stat_wait_quantile(&st, 0.5) / 1e6,
+	       (double)shmsem_stat_wait_quantile(&st, 0.99) / 1e6,
 	       shmsem_check(s) == 0 ? "ok" : "BROKEN");
 	shmsem_detach(s);
 	shmsem_unlink(name);

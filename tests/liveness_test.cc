@@ -1040,6 +1040,7 @@ TEST(Liveness, CancelCrossingAGrantNeitherLosesNorDoublesThePermit) {
 // 8. Deadlines: far in the future, malformed, past.
 
 struct FarDeadline {
+  // cppcheck-suppress unusedStructMember ; the test's name, read below
   const char *name;
   int64_t sec;
   long nsec;

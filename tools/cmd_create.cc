@@ -49,7 +49,8 @@ int run_create(const CreateOptions &o) {
     cfg.mode = uint32_t(m);
   }
   Handle h;
-  int flags = (o.exclusive ? SHMSEM_EXCL : 0) | (o.any_owner ? SHMSEM_ANY_OWNER : 0);
+  int flags = int((o.exclusive ? SHMSEM_EXCL : 0u) |
+                  (o.any_owner ? SHMSEM_ANY_OWNER : 0u));
   int e = shmsem_create(o.name.c_str(), &cfg, flags, &h.s);
   if (e == -EPERM) {
     fprintf(stderr,

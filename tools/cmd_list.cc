@@ -95,10 +95,12 @@ void print_leftovers(const std::vector<Leftover> &leftovers) {
 int run_list(const ListOptions &o) {
   DIR *dir = opendir(kShmDir);
   if (!dir) {
+    // NOLINTNEXTLINE(concurrency-mt-unsafe): the command has one thread
     fprintf(stderr, "shmsem: list: cannot read %s: %s\n", kShmDir, strerror(errno));
     return kExitFailure;
   }
   std::vector<Entry> found;
+  // NOLINTNEXTLINE(concurrency-mt-unsafe): unsafe only on a shared DIR
   while (struct dirent *de = readdir(dir)) {
     const char *file = de->d_name;
     if (file[0] == '.' && (!strcmp(file, ".") || !strcmp(file, "..") ||
@@ -143,11 +145,14 @@ int run_list(const ListOptions &o) {
              {"size", l.size},
              {"uid", l.uid}});
     }
+    // Names are bytes, not always UTF-8: print invalid ones as U+FFFD
+    // (plain dump() throws on them).
     printf("%s\n", j.dump(2, ' ', false, Json::error_handler_t::replace).c_str());
   } else if (found.empty()) {
     printf("no semaphores in %s\n", kShmDir);
   } else {
     std::vector<std::vector<std::string>> rows;
+    rows.reserve(found.size());
     for (const Entry &e : found)
       rows.push_back({e.name, std::to_string(e.st.permits),
                       std::to_string(e.st.available),
@@ -160,7 +165,8 @@ int run_list(const ListOptions &o) {
                 rows, "");
   }
   if (o.all && !o.json) print_leftovers(leftovers);
-  return fflush(stdout) == 0 ? kExitOk : kExitFailure;
+  // Any failed write, earlier or now, fails the command.
+  return fflush(stdout) == 0 && !ferror(stdout) ? kExitOk : kExitFailure;
 }
 
 }  // namespace

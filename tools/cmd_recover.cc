@@ -64,7 +64,7 @@ void recover_one(const Leftover &l, void *ctx) {
     t->kept++;
   } else if (e != -ENOENT) {  // ENOENT: someone else removed it meanwhile
     fprintf(stderr, "shmsem: recover --leftovers: cannot remove /dev/shm/%s: %s%s\n",
-            printable(l.file).c_str(), strerror(-e),
+            printable(l.file).c_str(), strerror(-e),  // NOLINT(concurrency-mt-unsafe): 1 thread
             e == -EPERM || e == -EACCES
                 ? "; it belongs to another user: run this as that user or as root"
                 : "");
@@ -77,7 +77,7 @@ int run_leftovers() {
   int n = shmsem::detail::scan_leftovers(recover_one, &t);
   if (n < 0) {
     fprintf(stderr, "shmsem: recover --leftovers: cannot read /dev/shm: %s\n",
-            strerror(-n));
+            strerror(-n));  // NOLINT(concurrency-mt-unsafe): one thread
     return kExitFailure;
   }
   printf("removed %d leftover temporary %s; kept %d whose creator may be "

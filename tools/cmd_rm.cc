@@ -75,6 +75,7 @@ Subcommand add_rm(CLI::App &parent) {
       ->required()
       ->option_text(" ")
       ->check(CLI::Validator(
+          // cppcheck-suppress constParameter ; CLI11's validator signature
           [](std::string &value) { return name_problem(value); }, "", ""));
   sub->add_flag("-f,--force", *force,
                 "Ignore names that do not exist, and remove files that are "

@@ -143,6 +143,7 @@ void signal_thread(SignalState *st) {
   int err = 0;
   if (prctl(PR_SET_PDEATHSIG, SIGTERM) != 0) err = errno;
   if (!err && getppid() != parent) _exit(kExitRunFailed);  // parent already gone
+  // NOLINTNEXTLINE(concurrency-mt-unsafe): the child has one thread
   sigprocmask(SIG_SETMASK, &in.mask, nullptr);
   if (!err) {
     execvp(argv[0], argv);
@@ -158,7 +159,7 @@ std::string exec_problem(int err) {
     case ENOENT: return "command not found";
     case EACCES: return "permission denied (is it executable?)";
     case ENOEXEC: return "not an executable format";
-    default: return strerror(err);
+    default: return strerror(err);  // NOLINT(concurrency-mt-unsafe): see run_run
   }
 }
 
@@ -218,7 +219,7 @@ int run_run(RunOptions &o) {
   // Block the signals we handle before any thread exists, so that only the
   // signal thread ever takes them.
   Inherited in;
-  sigprocmask(SIG_SETMASK, nullptr, &in.mask);
+  sigprocmask(SIG_SETMASK, nullptr, &in.mask);  // NOLINT(concurrency-mt-unsafe): 1 thread
   // Never freed: the detached signal thread uses it until the process exits.
   SignalState *st = new SignalState;
   shmsem_cancel_init(&st->cancel);
@@ -234,6 +235,8 @@ int run_run(RunOptions &o) {
   struct sigaction dfl = {};
   dfl.sa_handler = SIG_DFL;
   sigaction(SIGCHLD, &dfl, &in.chld);
+  // From here on the process has two threads. strerror() below is safe all
+  // the same (concurrency-mt-unsafe): the signal thread calls no strerror.
   std::thread(signal_thread, st).detach();
 
   struct timespec deadline;
@@ -278,12 +281,15 @@ int run_run(RunOptions &o) {
   argv.push_back(nullptr);
   int errpipe[2];
   if (pipe2(errpipe, O_CLOEXEC) != 0) {
-    fprintf(stderr, "shmsem: run %s: cannot create a pipe: %s\n", printable(o.name).c_str(),
-            strerror(errno));
+    fprintf(stderr, "shmsem: run %s: cannot create a pipe: %s\n",
+            printable(o.name).c_str(),
+            strerror(errno));  // NOLINT(concurrency-mt-unsafe): see above
     release();
     return kExitRunFailed;
   }
-  fflush(nullptr);
+  // Flush before fork, so the child cannot write our buffered output again.
+  // (A failed write leaves the stream's error flag set; nothing to add here.)
+  (void)fflush(nullptr);
   pid_t child;
   int early = 0;
   {
@@ -313,7 +319,7 @@ int run_run(RunOptions &o) {
   if (child < 0) {
     fprintf(stderr, "shmsem: run %s: cannot start '%s': %s\n",
             printable(o.name).c_str(), printable(argv[0]).c_str(),
-            strerror(errno));
+            strerror(errno));  // NOLINT(concurrency-mt-unsafe): see above
     close(errpipe[0]);
     release();
     return kExitRunFailed;

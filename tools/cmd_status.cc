@@ -29,7 +29,7 @@ struct StatusOptions {
 
 std::string octal_mode(uint32_t mode) {
   char buf[16];
-  snprintf(buf, sizeof buf, "%04o", mode);
+  (void)snprintf(buf, sizeof buf, "%04o", mode);  // at most 11 digits
   return buf;
 }
 
@@ -37,14 +37,15 @@ std::string format_time(uint64_t unix_ns, bool utc_iso) {
   time_t t = time_t(unix_ns / 1'000'000'000ull);
   struct tm tm;
   char buf[64];
+  size_t n;  // 0 if it did not fit (buf is then undefined)
   if (utc_iso) {
     gmtime_r(&t, &tm);
-    strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    n = strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
   } else {
     localtime_r(&t, &tm);
-    strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S %Z", &tm);
+    n = strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S %Z", &tm);
   }
-  return buf;
+  return std::string(buf, n);
 }
 
 std::string or_dash(const std::string &s) { return s.empty() ? "-" : s; }
@@ -192,11 +193,15 @@ int run_status(const StatusOptions &o) {
     report_error("status", o.name, e);
     return exit_code_for(e);
   }
+  // Command lines and names are bytes, not always UTF-8: dump() would throw
+  // on them; invalid bytes print as U+FFFD instead.
   if (o.json)
-    printf("%s\n", to_json(snap).dump(2, ' ', false, Json::error_handler_t::replace).c_str());
+    printf("%s\n",
+           to_json(snap).dump(2, ' ', false, Json::error_handler_t::replace).c_str());
   else
     render_text(snap, stdout);
-  return fflush(stdout) == 0 ? kExitOk : kExitFailure;
+  // Any failed write, earlier or now, fails the command.
+  return fflush(stdout) == 0 && !ferror(stdout) ? kExitOk : kExitFailure;
 }
 
 }  // namespace

@@ -85,10 +85,10 @@ std::string printable(const std::string &text) {
 }
 
 std::string parse_duration(const std::string &text, uint64_t *ns) {
-  const std::string bad = "invalid duration '" + text +
-                          "': use a number with an optional unit ms, s, m "
-                          "or h, as in 500ms, 5s, 2m (plain numbers are "
-                          "seconds)";
+  std::string bad = "invalid duration '" + text +
+                    "': use a number with an optional unit ms, s, m "
+                    "or h, as in 500ms, 5s, 2m (plain numbers are "
+                    "seconds)";
   // Digits, optionally a fraction, then an optional unit.
   size_t i = 0;
   unsigned long long whole = 0;
@@ -128,26 +128,26 @@ std::string parse_duration(const std::string &text, uint64_t *ns) {
 }
 
 std::string format_duration(uint64_t ns) {
-  char buf[64];
+  char buf[64];  // holds the longest form below: cannot truncate
   if (ns < 1'000ull) {
-    snprintf(buf, sizeof buf, "%lluns", (unsigned long long)ns);
+    (void)snprintf(buf, sizeof buf, "%lluns", (unsigned long long)ns);
   } else if (ns < 1'000'000ull) {
-    snprintf(buf, sizeof buf, "%.3gµs", double(ns) / 1e3);
+    (void)snprintf(buf, sizeof buf, "%.3gµs", double(ns) / 1e3);
   } else if (ns < 1'000'000'000ull) {
-    snprintf(buf, sizeof buf, "%.3gms", double(ns) / 1e6);
+    (void)snprintf(buf, sizeof buf, "%.3gms", double(ns) / 1e6);
   } else if (ns < 60'000'000'000ull) {
-    snprintf(buf, sizeof buf, "%.3gs", double(ns) / 1e9);
+    (void)snprintf(buf, sizeof buf, "%.3gs", double(ns) / 1e9);
   } else {
     uint64_t s = ns / 1'000'000'000ull;
     if (s < 3600)
-      snprintf(buf, sizeof buf, "%llum%02llus", (unsigned long long)(s / 60),
-               (unsigned long long)(s % 60));
+      (void)snprintf(buf, sizeof buf, "%llum%02llus", (unsigned long long)(s / 60),
+                     (unsigned long long)(s % 60));
     else if (s < 86400)
-      snprintf(buf, sizeof buf, "%lluh%02llum", (unsigned long long)(s / 3600),
-               (unsigned long long)(s % 3600 / 60));
+      (void)snprintf(buf, sizeof buf, "%lluh%02llum", (unsigned long long)(s / 3600),
+                     (unsigned long long)(s % 3600 / 60));
     else
-      snprintf(buf, sizeof buf, "%llud%02lluh", (unsigned long long)(s / 86400),
-               (unsigned long long)(s % 86400 / 3600));
+      (void)snprintf(buf, sizeof buf, "%llud%02lluh", (unsigned long long)(s / 86400),
+                     (unsigned long long)(s % 86400 / 3600));
   }
   return buf;
 }

@@ -2,7 +2,9 @@
 // over the C API: each subcommand lives in its own cmd_<name>.cc; `status`
 // builds a Snapshot (snapshot.h) from a read-only mapping and renders it.
 #include <stdio.h>
+#include <string.h>
 
+#include <exception>
 #include <memory>
 #include <string>
 #include <utility>
@@ -23,6 +25,7 @@ CLI::Option *add_name_option(CLI::App *sub, std::string *name) {
       ->required()
       ->option_text(" ")
       ->check(CLI::Validator(
+          // cppcheck-suppress constParameter ; CLI11's validator signature
           [](std::string &value) { return name_problem(value); }, "", ""));
 }
 
@@ -123,4 +126,19 @@ int main_impl(int argc, char **argv) {
 }  // namespace
 }  // namespace shmsem::cli
 
-int main(int argc, char **argv) { return shmsem::cli::main_impl(argc, argv); }
+// An exception nothing below caught (out of memory, a library error nobody
+// foresaw) ends the command with a message and a failure status, not with
+// std::terminate()'s abort and core dump.
+int main(int argc, char **argv) {
+  try {
+    return shmsem::cli::main_impl(argc, argv);
+  } catch (const std::exception &e) {
+    fprintf(stderr, "shmsem: %s\n", e.what());
+  } catch (...) {
+    fprintf(stderr, "shmsem: unexpected error\n");
+  }
+  // `run` reports its own failures as 125 (exit_codes.h).
+  return argc >= 2 && strcmp(argv[1], "run") == 0
+             ? shmsem::cli::kExitRunFailed
+             : shmsem::cli::kExitFailure;
+}

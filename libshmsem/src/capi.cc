@@ -32,6 +32,17 @@ namespace {
 // someone else here, and be robbed of the lock as "dead". -EXDEV instead.
 bool foreign_pidns(shmsem_t *s) { return s && !d::pidns_compatible(s->pidns); }
 
+// strerror(3) is not thread-safe: for a value it has no text for, glibc
+// before 2.32 formats "Unknown error N" into one static buffer. strerror_r
+// into a buffer of the calling thread is; these pick its result, whichever
+// variant the C library declares (GNU returns the text, XSI returns 0).
+[[maybe_unused]] const char *strerror_r_text(const char *text, const char *) {
+  return text;
+}
+[[maybe_unused]] const char *strerror_r_text(int r, const char *buf) {
+  return r == 0 ? buf : "unknown error";
+}
+
 }  // namespace
 
 // create and open open, read and close files, which are cancellation
@@ -149,6 +160,9 @@ SHMSEM_API const char *shmsem_strerror(int err) {
     case ENOTRECOVERABLE: return "waiter slot was reclaimed while in use";
     case EACCES: return "permission denied";
     case EPERM: return "semaphore belongs to another user";
-    default: return strerror(err);
+    default: {
+      thread_local char buf[64];
+      return strerror_r_text(strerror_r(err, buf, sizeof buf), buf);
+    }
   }
 }

@@ -14,7 +14,7 @@ namespace shmsem::detail {
 namespace {
 
 int fail(char *msg, size_t len, const char *what) {
-  if (msg && len) snprintf(msg, len, "%s", what);
+  if (msg && len) (void)snprintf(msg, len, "%s", what);  // may truncate
   return -EUCLEAN;
 }
 

@@ -129,7 +129,7 @@ Self compute_self() {
   char buf[1024];
   const char *p = read_stat("/proc/self/stat", buf, sizeof buf);
   char state;
-  if (p && atoi(buf) == me.owner.pid) {
+  if (p && strtol(buf, nullptr, 10) == me.owner.pid) {
     me.proc_ours = true;
     if (!parse_stat(p, &me.owner.start, &state)) me.owner.start = 0;
   }
@@ -217,7 +217,7 @@ const Owner &self_thread_owner() {
 bool proc_stat(pid_t pid, uint64_t *start, char *state) {
   if (pid <= 0 || !self().proc_ours) return false;
   char path[64], buf[1024];
-  snprintf(path, sizeof path, "/proc/%d/stat", int(pid));
+  (void)snprintf(path, sizeof path, "/proc/%d/stat", int(pid));  // fits
   const char *p = read_stat(path, buf, sizeof buf);
   return p && parse_stat(p, start, state);
 }

@@ -116,6 +116,24 @@ StatusJsonHasStableFields() {
 	expect_json "d['created'].endswith('Z')" "True"
 }
 
+# Regression: command lines and names are bytes, not always UTF-8. A holder
+# with such an argument made `status --json` abort (nlohmann::json's dump()
+# threw), and such a name did the same to `list --json`. Now the invalid
+# bytes print as U+FFFD.
+JsonSurvivesBytesThatAreNotUtf8() {
+	local n bad
+	n=$(name utf8)
+	bad=$(name $'utf8-\xff')
+	"$SHMSEM" create "$n" --permits 1
+	"$SHMSEM" create "$bad" --permits 1
+	bg "$SHMSEM" run "$n" -- sh -c 'sleep 30' $'\xfe-arg'
+	wait_for 5 "d['held'] == 1" "$n"
+	expect_rc 0 "$SHMSEM" status --json "$n"
+	expect_json "d['holders'][0]['cmdline'].endswith(\"sleep 30 \ufffd-arg\")" "True"
+	expect_rc 0 "$SHMSEM" list --json
+	expect_json "'$PREFIX-utf8-\ufffd' in [s['name'] for s in d['semaphores']]" "True"
+}
+
 StatusShowsWaitersInQueueOrder() {
 	local n holder a b
 	n=$(name queue)

@@ -43,6 +43,9 @@ class Shared {
     if (p == MAP_FAILED) throw std::bad_alloc();
     p_ = new (p) T();
   }
+  // One owner: a copy would destroy and unmap the object a second time.
+  Shared(const Shared &) = delete;
+  Shared &operator=(const Shared &) = delete;
   ~Shared() {
     p_->~T();
     munmap(p_, sizeof(T));

@@ -31,7 +31,6 @@ namespace {
 
 using Json = nlohmann::ordered_json;
 
-constexpr char kShmDir[] = "/dev/shm";
 using shmsem::detail::kTmpPrefix;
 using shmsem::detail::Leftover;
 

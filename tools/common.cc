@@ -76,7 +76,8 @@ std::string printable(const std::string &text) {
       out += "\\\\";
     } else {
       char buf[8];
-      snprintf(buf, sizeof buf, "\\x%02x", static_cast<unsigned char>(text[i]));
+      (void)snprintf(buf, sizeof buf, "\\x%02x",  // fits: 5 bytes
+                     static_cast<unsigned char>(text[i]));
       out += buf;
     }
     i++;

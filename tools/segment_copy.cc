@@ -19,8 +19,6 @@ void (*g_copy_after_map)(int fd) = nullptr;
 
 namespace {
 
-constexpr char kShmDir[] = "/dev/shm";
-
 // Where the SIGBUS handler jumps while this thread copies a mapping.
 // volatile: the compiler knows memcpy() does not read it and would
 // otherwise drop the store before the copy (seen with g++ 12 -O2).
@@ -28,9 +26,10 @@ thread_local sigjmp_buf *volatile t_copying = nullptr;
 
 void on_sigbus(int sig, siginfo_t *, void *) {
   if (t_copying) siglongjmp(*t_copying, 1);
-  // Not a copy of ours: the default action, as if we had no handler.
-  signal(sig, SIG_DFL);
-  raise(sig);
+  // Not a copy of ours: the default action, as if we had no handler (the
+  // fault repeats on return if raise() could not deliver it).
+  (void)signal(sig, SIG_DFL);
+  (void)raise(sig);
 }
 
 // memcpy that returns false instead of dying when the file behind `src`
@@ -72,11 +71,11 @@ int copy_segment(int dirfd, const char *file, SegmentCopy *out) {
   if (fd < 0) return errno == ELOOP || errno == ENXIO ? -EBADMSG : -errno;
   struct stat st;
   int e = 0;
-  if (fstat(fd, &st) != 0) e = -errno;
+  if (fstat(fd, &st) != 0)
+    e = -errno;
   else if (!S_ISREG(st.st_mode) || st.st_ino != before.st_ino ||
-           st.st_dev != before.st_dev)
-    e = -EBADMSG;  // replaced between the look and the open
-  else if (st.st_size < off_t(sizeof(d::Header)) ||
+           st.st_dev != before.st_dev ||  // replaced since the look
+           st.st_size < off_t(sizeof(d::Header)) ||
            uint64_t(st.st_size) > max_segment_size())
     e = -EBADMSG;
   uint64_t magic = 0;  // cheap: never map (and copy) unrelated files

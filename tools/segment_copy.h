@@ -13,6 +13,9 @@
 
 namespace shmsem::cli {
 
+// Where glibc's shm_open() keeps the names.
+inline constexpr char kShmDir[] = "/dev/shm";
+
 struct SegmentCopy {
   shmsem_t *s = nullptr;  // read-only handle over the private copy
   struct stat file = {};  // fstat of the descriptor the copy came from

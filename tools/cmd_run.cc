@@ -104,7 +104,7 @@ std::string exec_problem(int err) {
     case ENOENT: return "command not found";
     case EACCES: return "permission denied (is it executable?)";
     case ENOEXEC: return "not an executable format";
-    default: return strerror(err);  // NOLINT(concurrency-mt-unsafe): see run_run
+    default: return strerror(err);  // NOLINT(concurrency-mt-unsafe): no other thread calls it
   }
 }
 
@@ -163,7 +163,7 @@ int run_run(RunOptions &o) {
   // Block the signals we handle before any thread exists, so that only the
   // signal thread ever takes them.
   Inherited in;
-  sigprocmask(SIG_SETMASK, nullptr, &in.mask);  // NOLINT(concurrency-mt-unsafe): 1 thread
+  sigprocmask(SIG_SETMASK, nullptr, &in.mask);  // NOLINT(concurrency-mt-unsafe): no thread yet
   // Never freed: the detached signal thread uses it until the process exits.
   SignalState *st = new SignalState;
   shmsem_cancel_init(&st->cancel);
@@ -219,7 +219,7 @@ int run_run(RunOptions &o) {
   int errpipe[2];
   if (pipe2(errpipe, O_CLOEXEC) != 0) {
     fprintf(stderr, "shmsem: run %s: cannot create a pipe: %s\n", o.name.c_str(),
-            strerror(errno));  // NOLINT(concurrency-mt-unsafe): see above
+            strerror(errno));  // NOLINT(concurrency-mt-unsafe): no other thread calls it
     release();
     return kExitRunFailed;
   }
@@ -246,7 +246,7 @@ int run_run(RunOptions &o) {
   close(errpipe[1]);
   if (child < 0) {
     fprintf(stderr, "shmsem: run %s: cannot start '%s': %s\n", o.name.c_str(),
-            argv[0], strerror(errno));  // NOLINT(concurrency-mt-unsafe): see above
+            argv[0], strerror(errno));  // NOLINT(concurrency-mt-unsafe): no other thread calls it
     close(errpipe[0]);
     release();
     return kExitRunFailed;

@@ -64,7 +64,7 @@ void recover_one(const Leftover &l, void *ctx) {
     t->kept++;
   } else if (e != -ENOENT) {  // ENOENT: someone else removed it meanwhile
     fprintf(stderr, "shmsem: recover --leftovers: cannot remove /dev/shm/%s: %s%s\n",
-            printable(l.file).c_str(), strerror(-e),  // NOLINT(concurrency-mt-unsafe): 1 thread
+            printable(l.file).c_str(), strerror(-e),  // NOLINT(concurrency-mt-unsafe): one thread
             e == -EPERM || e == -EACCES
                 ? "; it belongs to another user: run this as that user or as root"
                 : "");

@@ -164,7 +164,7 @@ std::string exec_problem(int err) {
     case ENOENT: return "command not found";
     case EACCES: return "permission denied (is it executable?)";
     case ENOEXEC: return "not an executable format";
-    default: return strerror(err);  // NOLINT(concurrency-mt-unsafe): see run_run
+    default: return strerror(err);  // NOLINT(concurrency-mt-unsafe): no other thread calls it
   }
 }
 
@@ -224,7 +224,7 @@ int run_run(RunOptions &o) {
   // Block the signals we handle before any thread exists, so that only the
   // signal thread ever takes them.
   Inherited in;
-  sigprocmask(SIG_SETMASK, nullptr, &in.mask);  // NOLINT(concurrency-mt-unsafe): 1 thread
+  sigprocmask(SIG_SETMASK, nullptr, &in.mask);  // NOLINT(concurrency-mt-unsafe): no thread yet
   // Never freed: the detached signal thread uses it until the process exits.
   SignalState *st = new SignalState;
   shmsem_cancel_init(&st->cancel);
@@ -288,7 +288,7 @@ int run_run(RunOptions &o) {
   if (pipe2(errpipe, O_CLOEXEC) != 0) {
     fprintf(stderr, "shmsem: run %s: cannot create a pipe: %s\n",
             printable(o.name).c_str(),
-            strerror(errno));  // NOLINT(concurrency-mt-unsafe): see above
+            strerror(errno));  // NOLINT(concurrency-mt-unsafe): no other thread calls it
     release();
     return kExitRunFailed;
   }
@@ -324,7 +324,7 @@ int run_run(RunOptions &o) {
   if (child < 0) {
     fprintf(stderr, "shmsem: run %s: cannot start '%s': %s\n",
             printable(o.name).c_str(), printable(argv[0]).c_str(),
-            strerror(errno));  // NOLINT(concurrency-mt-unsafe): see above
+            strerror(errno));  // NOLINT(concurrency-mt-unsafe): no other thread calls it
     close(errpipe[0]);
     release();
     return kExitRunFailed;

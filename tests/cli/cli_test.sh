@@ -209,7 +209,7 @@ ListShowsOnlySemaphores() {
 	expect_out "NAME"
 	grep -Eq "^$a +2 +2 +0 +0 +open +$(id -un)\$" "$TMP/out" || fail "no row for $a"
 	grep -Eq "^$b +5 +5 +0 +0 +open +$(id -un)\$" "$TMP/out" || fail "no row for $b"
-	! grep -q -- "-junk\|-short\|shmsem-tmp" "$TMP/out" || fail "listed a file that is not a semaphore"
+	! grep -q -- "$PREFIX-junk\|$PREFIX-short\|shmsem-tmp-cli-test-$$" "$TMP/out" || fail "listed a file that is not a semaphore"
 	expect_rc 0 "$SHMSEM" list --json
 	expect_json "[s for s in d['semaphores'] if s['name'] == '$b']" \
 		"[{'name': '$b', 'state': 'open', 'capacity': 5, 'available': 5, 'held': 0, 'reserved': 0, 'waiting': 0, 'uid': $(id -u)}]"
@@ -510,7 +510,7 @@ InspectionRefusesLinksFifosAndDamagedFiles() {
 		expect_err "shmsem: status $PREFIX-$f: not a shmsem segment"
 	done
 	expect_rc 0 "$SHMSEM" list
-	! grep -q -- "-link\|-fifo\|-short" "$TMP/out" || fail "list showed a link, FIFO or damaged file"
+	! grep -q -- "$PREFIX-link\|$PREFIX-fifo\|$PREFIX-short" "$TMP/out" || fail "list showed a link, FIFO or damaged file"
 	# The file facts come from the descriptor that was read.
 	expect_rc 0 "$SHMSEM" status --json "$n"
 	expect_json "d['file']['uid']" "$(id -u)"

@@ -12,7 +12,7 @@
  * store after it, MODEL.md says why no run is lost.
  *
  * Build-time parameters (spin -D...):
- *   NT        threads (2 or 3), one per process; thread t has tid t
+ *   NT        threads (1 to 3), one per process; thread t has tid t
  *   CYCLES    lock/unlock cycles per thread      CYCLES1  cycles of thread 1
  *   MAXCRASH  threads killed per run, at any step
  *   MAXLOST   sleepers that a read-only process moves to another futex
@@ -20,10 +20,16 @@
  *   RECYCLE   threads whose tid a new thread gets after they end
  *   CORRUPT   a critical section may stop half-way (mark_corrupt());
  *             unlock() repairs
+ *   SLOWWRAP  with RECYCLE: no tid is reused while a waiter is between
+ *             reading lock_owner and its takeover CAS (the PID space does
+ *             not wrap around inside one judgement: rules out F3, not F5)
  *   LTL_LIVE  the liveness claim (pan -a -f); verdicts are then exact
- *   FIX_NAMED not what lock.cc does: the repair proposed in MODEL.md
- *             (lock_owner under a sequence count, trusted only while the
- *             word carries NAMED, which the holder sets once named)
+ * Mutations (each takes out one part of lock.cc's repair of F1, F2, F4 and
+ * brings that finding back; MODEL.md):
+ *   NO_SEQ_CHECK  holder_dead() uses a copy of lock_owner even if lock_seq
+ *                 moved or was odd (F1)
+ *   NO_TID_CLEAR  unlock() leaves lock_owner.tid naming the last holder (F2)
+ *   NO_OWN_TID    lock_slow() does not take over from its own tid (F4)
  */
 
 #ifndef NT
@@ -47,18 +53,14 @@
 
 #define WAITERS 8        /* kLockWaiters (layout.h) */
 #define TIDMASK 7        /* kLockTidMask */
-#ifdef FIX_NAMED
-#define NAMED   16       /* proposed: lock_owner describes this holding */
-#endif
 
 /* ---- shared memory ---------------------------------------------------------- */
 byte word;          /* core.lock_word: 0, tid, or tid + WAITERS */
-byte rec_tid;       /* core.lock_owner.tid, stored last */
+byte rec_seq;       /* core.lock_seq: odd while lock_owner is being rewritten */
+byte rec_tid;       /* core.lock_owner.tid: stored after the identity fields,
+                     * cleared by unlock() (0: names nobody) */
 byte rec_id;        /* core.lock_owner.{pid,start,ino,tino}: the identity of
                      * the thread that stored them (0: never stored) */
-#ifdef FIX_NAMED
-byte rec_seq;       /* proposed: odd while lock_owner is being rewritten */
-#endif
 bool dirty;         /* the state the lock protects is half-changed */
 
 /* ---- the kernel ----------------------------------------------------------- */
@@ -77,6 +79,15 @@ byte finished;      /* threads that ended (done or dead) */
 /* ---- ghosts (model only) -------------------------------------------------- */
 byte gholder;       /* identity whose CAS made the current non-zero word */
 byte incs;          /* bit i: live identity i holds the lock (CAS .. exchange) */
+#ifdef SLOWWRAP
+byte judging;       /* bit t: thread t is between reading lock_owner and its
+                     * takeover CAS (or giving up); no tid is reused meanwhile */
+#define JUDGING(b)  judging = (b -> judging | (1 << t) : judging & ~(1 << t))
+#define WRAP_OK     (judging == 0)
+#else
+#define JUDGING(b)  skip
+#define WRAP_OK     true
+#endif
 
 #define DEAD(i)   (((deadmask >> (i)) & 1) == 1)
 
@@ -90,16 +101,24 @@ byte incs;          /* bit i: live identity i holds the lock (CAS .. exchange) *
 		budget--; \
 		deadmask = deadmask | (1 << id); cur[t] = 0; fx[t] = 0; \
 		incs = incs & ~(1 << id); \
-		v = 0; otid = 0; oid = 0; gh = 0; RESET_SEQ \
+		v = 0; otid = 0; oid = 0; gh = 0; seq = 0; JUDGING(false); \
 		taken = false; corrupt = false; dv = false; \
 		goto die \
 	:: true \
 	fi
 
-#ifdef FIX_NAMED
-#define RESET_SEQ seq = 0;
+/* lock_slow(): the word names the caller's own tid */
+#ifndef NO_OWN_TID
+#define OWN_TID(x)  ((x) != 0 && ((x) & TIDMASK) == t)
 #else
-#define RESET_SEQ
+#define OWN_TID(x)  false
+#endif
+
+/* read_lock_owner() returns false: lock_seq was odd or moved during the copy */
+#ifndef NO_SEQ_CHECK
+#define TORN        (rec_seq != seq || (seq & 1) == 1)
+#else
+#define TORN        false
 #endif
 
 /* The lock becomes ours by a CAS from 0: nobody held it. */
@@ -114,7 +133,13 @@ byte incs;          /* bit i: live identity i holds the lock (CAS .. exchange) *
 	gholder = id; incs = 1 << id; taken = true
 
 /* FUTEX_WAKE(&word, 1): wakes one thread on the word's queue, if any. */
-#if NT == 2
+#if NT == 1
+#define FUTEX_WAKE \
+	if \
+	:: fx[1] == 1 -> fx[1] = 0 \
+	:: else \
+	fi
+#elif NT == 2
 #define FUTEX_WAKE \
 	if \
 	:: fx[1] == 1 -> fx[1] = 0 \
@@ -130,7 +155,7 @@ byte incs;          /* bit i: live identity i holds the lock (CAS .. exchange) *
 	:: else \
 	fi
 #else
-#error "NT must be 2 or 3"
+#error "NT must be 1, 2 or 3"
 #endif
 
 proctype T(byte t) {
@@ -139,9 +164,7 @@ proctype T(byte t) {
 	byte v;             /* the word value lock_slow() works with */
 	byte otid, oid;     /* holder_dead(): the copy of lock_owner */
 	byte gh;            /* ghost: the holder when holder_dead() saw the word */
-#ifdef FIX_NAMED
-	byte seq;           /* proposed: the sequence count before the copy */
-#endif
+	byte seq;           /* read_lock_owner(): lock_seq before the copy */
 	bool taken;         /* lock(): dead_holder */
 	bool corrupt;       /* s->corrupt (private to the handle) */
 	bool dv;            /* holder_dead()'s answer */
@@ -160,13 +183,22 @@ start:
 		};
 		/* ---- lock_slow(): the spin is more CASes 0 -> tid (MODEL.md) ---- */
 loop:
+		/* v = word.load(), then one CAS from v (a CAS from a stale v fails
+		 * and loops: the same as loading later) */
 		atomic {
 			v = word;
 			if
+#ifndef NO_OWN_TID
+			:: OWN_TID(v) ->
+				/* our own tid, and we do not hold the lock: an earlier
+				 * thread with this tid died holding it. SHMSEM_HOOK(
+				 * LOCK_TAKEOVER); CAS v -> tid | WAITERS */
+				KILL; word = t | WAITERS; v = 0; TAKEN_OVER; goto locked
+#endif
 			:: v == 0 ->
 				/* others may still sleep: keep the flag (mutex 3) */
-				KILL; word = t | WAITERS; v = 0; ACQUIRED; goto locked
-			:: v != 0 && (v & WAITERS) == 0 ->
+				KILL; word = t | WAITERS; ACQUIRED; goto locked
+			:: v != 0 && (v & WAITERS) == 0 && !OWN_TID(v) ->
 				KILL; word = v | WAITERS; v = v | WAITERS
 			:: else
 			fi
@@ -195,37 +227,27 @@ check:
 		:: word != v -> v = 0; goto loop
 		:: else
 		fi;
-		/* holder_dead(v): read_lock_owner(), tid first, then the rest */
-#ifdef FIX_NAMED
-		seq = rec_seq;
-#endif
+		/* holder_dead(v): read_lock_owner(): lock_seq, the tid, the four
+		 * identity fields, lock_seq again */
+		atomic { seq = rec_seq; JUDGING(true) };
 		otid = rec_tid;
 		oid = rec_id;
-		/* the word did not change while the record was read */
+		atomic {
+			/* the copy is whole if lock_seq was even and did not move, and
+			 * it describes the holder of v only if it names v's tid: else
+			 * judge the bare tid (o = Owner{}; o.tid = tid) */
+			if
+			:: TORN || otid != (v & TIDMASK) -> otid = v & TIDMASK; oid = 0
+			:: else
+			fi;
+			seq = 0
+		};
+		/* the word re-check (early exit), then the verdict */
 		atomic {
 			if
-			:: word != v -> otid = 0; oid = 0; v = 0; goto loop
+			:: word != v -> otid = 0; oid = 0; v = 0; JUDGING(false); goto loop
 			:: else -> gh = gholder
 			fi;
-#ifndef FIX_NAMED
-			/* a record that names another tid: judge the bare tid */
-			if
-			:: otid != (v & TIDMASK) -> otid = v & TIDMASK; oid = 0
-			:: else
-			fi;
-#else
-		};
-		atomic {
-			/* proposed: the copy is the holder's only if the word says this
-			 * holding is named and no rewrite ran while it was read */
-			if
-			:: (v & NAMED) == 0 || rec_seq != seq || (seq & 1) == 1 ||
-			   otid != (v & TIDMASK) ->
-				otid = v & TIDMASK; oid = 0
-			:: else
-			fi;
-			seq = 0;
-#endif
 			/* thread_verdict(o), then process_verdict(o) if o.pid: dead if
 			 * no thread has the tid (ESRCH) or the one that has it is not
 			 * the recorded one (pidfs inodes differ); one thread per
@@ -244,10 +266,12 @@ check:
 			if
 			:: dv = false
 			:: true
-			fi
-#else
-			skip
+			fi;
 #endif
+			if
+			:: !dv -> JUDGING(false)
+			:: else
+			fi
 		};
 		if
 		:: dv ->
@@ -255,6 +279,7 @@ check:
 			atomic {
 				dv = false;
 				KILL;
+				JUDGING(false);
 				if
 				:: word == v -> word = t | WAITERS; v = 0; TAKEN_OVER; goto locked
 				:: else
@@ -266,32 +291,24 @@ check:
 		goto loop;
 
 locked:
-		/* SHMSEM_HOOK(LOCK_TAKEN); name_holder(): rewrite the record only
-		 * if it does not name us already; tid zeroed first, stored last */
+		/* SHMSEM_HOOK(LOCK_TAKEN); name_holder(): the four identity loads
+		 * and the first store are one step (only the holder writes the
+		 * record) */
 		atomic {
 			if
-			:: rec_tid == t && rec_id == id -> goto named
+			:: rec_id == id ->
+				/* the record is ours already: store the tid (release) */
+				KILL; rec_tid = t; goto named
 			:: else
 			fi;
 			KILL;
-#ifdef FIX_NAMED
-			rec_seq++
-#else
-			rec_tid = 0
-#endif
+			rec_seq = rec_seq | 1     /* seqlock writer: odd (stays odd if a
+			                           * writer died mid-write), release fence */
 		};
-#ifdef FIX_NAMED
-		atomic { KILL; rec_tid = 0 };
-#endif
-		atomic { KILL; rec_id = id };
+		atomic { KILL; rec_id = id };     /* pid, start, ino, tino */
 		atomic { KILL; rec_tid = t };
-#ifdef FIX_NAMED
-		atomic { KILL; rec_seq++ };
-#endif
+		atomic { KILL; rec_seq++ };       /* even again (release) */
 named:
-#ifdef FIX_NAMED
-		atomic { KILL; word = word | NAMED };   /* proposed: fetch_or */
-#endif
 		/* s->corrupt = false; if (dead_holder) repair(s) */
 		if
 		:: taken -> atomic { taken = false; KILL; dirty = false }
@@ -323,6 +340,9 @@ named:
 		:: corrupt -> atomic { corrupt = false; KILL; dirty = false }  /* repair() */
 		:: else
 		fi;
+#ifndef NO_TID_CLEAR
+		atomic { KILL; rec_tid = 0 }  /* the record names nobody now */
+#endif
 		atomic {                      /* exchange(0) */
 			KILL;
 			v = word; word = 0;
@@ -341,7 +361,7 @@ die:
 #if RECYCLE > 0
 	/* a new thread gets this tid (the PID space wrapped) and runs a cycle */
 	if
-	:: atomic { recycles > 0 && id == t ->
+	:: atomic { recycles > 0 && id == t && WRAP_OK ->
 	            recycles--; id = t + NT; cur[t] = id;
 	            cyc = (t == 1 -> CYCLES1 : CYCLES) - 1 };
 	   goto start
@@ -358,7 +378,9 @@ active proctype ReadOnly() {
 end:
 	do
 	:: atomic { lost < MAXLOST && fx[1] == 1 -> fx[1] = 2; lost++ }
+#if NT >= 2
 	:: atomic { lost < MAXLOST && fx[2] == 1 -> fx[2] = 2; lost++ }
+#endif
 #if NT == 3
 	:: atomic { lost < MAXLOST && fx[3] == 1 -> fx[3] = 2; lost++ }
 #endif

@@ -33,14 +33,15 @@ configs=(
 	"n1-w2|shmsem.pml|-DN=1 -DW=2 -DMAXCRASH=1 -DSHUTDOWN|safety|pass"
 	"n1-live|shmsem.pml|-DN=1 -DMAXCRASH=1 -DSHUTDOWN -DLTL_TERMINATES|ltl|pass"
 	"n2-live|shmsem.pml|-DN=2 -DMAXCRASH=2 -DLTL_TERMINATES|ltl|pass"
+	"lock-t3-live|lock.pml|-DNT=3 -DMAXCRASH=2 -DMAXLOST=1 -DLTL_LIVE|ltl|pass"
 	"lock-t2-crash2|lock.pml|-DNT=2 -DCYCLES=3 -DMAXCRASH=2 -DMAXLOST=1 -DCORRUPT|safety|pass"
 	"lock-t3-crash2|lock.pml|-DNT=3 -DMAXCRASH=2 -DCORRUPT|safety|pass"
 	"lock-t2-live|lock.pml|-DNT=2 -DCYCLES=3 -DMAXCRASH=2 -DMAXLOST=2 -DLTL_LIVE|ltl|pass"
-	"lock-t3-live|lock.pml|-DNT=3 -DMAXCRASH=2 -DMAXLOST=1 -DLTL_LIVE|ltl|pass"
-	"lock-t3-ops2|lock.pml|-DNT=3 -DCYCLES1=2 -DMAXCRASH=0|safety|xfail:!(dv)"
-	"lock-t2-recycle|lock.pml|-DNT=2 -DRECYCLE=1 -DMAXCRASH=0|safety|xfail:!(dv)"
-	"lockfix-t3-ops2|lock.pml|-DFIX_NAMED -DNT=3 -DCYCLES1=2 -DMAXCRASH=0|safety|pass"
-	"lockfix-t2-recycle|lock.pml|-DFIX_NAMED -DNT=2 -DCYCLES=2 -DRECYCLE=1 -DMAXCRASH=0 -DMAXLOST=1|safety|pass"
+	"lock-t3-ops2|lock.pml|-DNT=3 -DCYCLES1=2 -DMAXCRASH=0|safety|pass"
+	"lock-t2-recycle|lock.pml|-DNT=2 -DCYCLES=2 -DRECYCLE=1 -DMAXCRASH=0 -DMAXLOST=1|safety|pass"
+	"lock-t1-recycle-live|lock.pml|-DNT=1 -DRECYCLE=1 -DMAXCRASH=1 -DMAXLOST=1 -DLTL_LIVE|ltl|pass"
+	"lock-t2-recycle-kill|lock.pml|-DNT=2 -DRECYCLE=1 -DMAXCRASH=1|safety|xfail:(gholder!=0)"
+	"lock-t2-recycle-slowwrap|lock.pml|-DNT=2 -DRECYCLE=1 -DMAXCRASH=1 -DSLOWWRAP|safety|xfail:!(dv)"
 )
 
 extra=""
@@ -130,7 +131,7 @@ verify_one() {
 	else
 		verdict=FAIL
 	fi
-	printf '%-5s %-18s %-6s states %-10s transitions %-11s errors %-3s search %6ss  total %5ss  %s %s\n' \
+	printf '%-5s %-24s %-6s states %-10s transitions %-11s errors %-3s search %6ss  total %5ss  %s %s\n' \
 		"$verdict" "$name" "$kind" "${states:--}" "${trans:--}" "${errors:--}" \
 		"${secs:--}" "$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }')" \
 		"$model" "$defs" >"$dir/summary"

@@ -413,16 +413,32 @@ TEST(Lock, UnlockClearsTheHolderRecordsTid) {
 
 // The word names our own tid, but we hold nothing: an earlier thread with
 // this tid died holding the lock and the kernel reused its tid for us. The
-// old code judged "that" holder alive (it is us) and waited forever.
+// old code judged "that" holder alive (it is us) and waited forever. The
+// takeover must also change the word although the tid is the same: another
+// waiter that judged the dead thread would otherwise CAS from the same
+// value and rob us (the SPIN model's F5).
+std::atomic<uint32_t> g_word_when_taken{0};
+
+void record_word_when_taken(HookPoint p, void *ctx) {
+  if (p == HookPoint::LOCK_TAKEN && g_word_when_taken.load() == 0)
+    g_word_when_taken = static_cast<shmsem_t *>(ctx)->core->lock_word.load();
+}
+
 TEST(Lock, WaiterFindingItsOwnTidInTheWordTakesOver) {
   Segment seg(1);
   Children kids;
   pid_t k = kids.spawn([&] {
     shmsem_t *s = seg.open_again();
     uint32_t me = uint32_t(syscall(SYS_gettid)) & detail::kLockTidMask;
-    s->core->lock_word.store(me | detail::kLockWaiters);
+    uint32_t dead = me | detail::kLockWaiters;
+    s->core->lock_word.store(dead);
+    testing::set_hook(record_word_when_taken, s);
     shmsem_lease_t l;
-    if (shmsem_try_acquire(s, &l) != 0) return 1;
+    int r = shmsem_try_acquire(s, &l);
+    testing::set_hook(nullptr, nullptr);
+    if (r != 0) return 1;
+    uint32_t w = g_word_when_taken.load();
+    if (w == dead || (w & detail::kLockTidMask) != me) return 3;
     if (shmsem_release(s, &l) != 0) return 2;
     shmsem_detach(s);
     return 0;

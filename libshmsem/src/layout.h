@@ -21,7 +21,11 @@ inline constexpr uint32_t kReady = 0x5245'4459u;  // "READY", stored last
 inline constexpr uint32_t kNone = 0xffff'ffffu;   // "no index"
 // The lock word: a tid (at most 2^22 on Linux) and one flag.
 inline constexpr uint32_t kLockWaiters = 0x8000'0000u;
-inline constexpr uint32_t kLockTidMask = 0x3fff'ffffu;
+// Flipped by every takeover, so a takeover by a thread that reuses the dead
+// holder's tid still changes the word (lock.cc, DESIGN.md section 2).
+inline constexpr uint32_t kLockTakeover = 0x4000'0000u;
+// Tids are below PID_MAX_LIMIT (2^22).
+inline constexpr uint32_t kLockTidMask = 0x003f'ffffu;
 
 // Lease record states. Distinct non-zero values so that zeroed or 0xff-filled
 // memory never decodes as a valid state.

@@ -4,6 +4,8 @@
 // held, someone may be asleep (Drepper's "mutex 3": a waiter that takes the
 // lock sets the flag again, since others may still sleep). Acquire is one
 // CAS; release is one exchange, and a FUTEX_WAKE only when the flag was set.
+// A takeover also flips kLockTakeover, so that the word changes even when
+// the new holder's tid is the dead one's (the kernel reused it).
 //
 // A holder that dies inside the critical section leaves its tid in the
 // word. Nothing tells the waiters (no robust list); instead each waiter
@@ -59,7 +61,8 @@ bool holder_dead(shmsem_t *s, uint32_t word) {
   Owner o;
   bool whole = read_lock_owner(c, &o);
   // Cheap early exit only; the takeover CAS from exactly `word` is what
-  // makes a change of holder harmless.
+  // makes a change of holder harmless, as long as no thread with the same
+  // tid took the lock meanwhile (DESIGN.md section 2, the window we state).
   if (c->lock_word.load(std::memory_order_acquire) != word) return false;
   // The record describes the word's holder only if it is whole and names
   // that tid: holders clear the tid before unlocking, so a record naming a
@@ -79,9 +82,11 @@ bool holder_dead(shmsem_t *s, uint32_t word) {
 void name_holder(Core *c, const Owner &me) {
   Owner &o = c->lock_owner;
   if (o.pid != me.pid || o.tino != me.tino || o.ino != me.ino ||
-      o.start != me.start) {
-    // Seqlock writer. Odd from here (a writer that died mid-write left it
-    // odd: the next one makes it even again).
+      o.start != me.start ||
+      (c->lock_seq.load(std::memory_order_relaxed) & 1)) {
+    // Seqlock writer. Odd from here. A writer that died mid-write left it
+    // odd; whoever names itself next rewrites the record and makes it even
+    // again (hence the odd test above).
     uint32_t seq = c->lock_seq.load(std::memory_order_relaxed) | 1;
     c->lock_seq.store(seq, std::memory_order_relaxed);
     std::atomic_thread_fence(std::memory_order_release);
@@ -96,6 +101,13 @@ void name_holder(Core *c, const Owner &me) {
   // Same identity: only the tid changes (0 -> ours); a reader sees a whole
   // record either way.
   __atomic_store_n(&o.tid, me.tid, __ATOMIC_RELEASE);
+}
+
+// The word after `me` takes over from `v`: never equal to `v`, even when
+// `me` is the dead holder's reused tid, so that another waiter's CAS from
+// `v` (its verdict was about the dead thread) fails.
+uint32_t taken_over(uint32_t v, uint32_t me) {
+  return me | kLockWaiters | ((v & kLockTakeover) ^ kLockTakeover);
 }
 
 // Returns true if the lock was taken over from a dead holder.
@@ -114,14 +126,15 @@ bool lock_slow(shmsem_t *s, uint32_t me) {
   uint64_t check_at = real_mono_ns() + interval;
   for (;;) {
     uint32_t v = word.load(std::memory_order_relaxed);
-    if (v != 0 && (v & kLockTidMask) == me) {
+    if (v != 0 && (v & kLockTidMask) == me && may_judge(s->pidns)) {
       // The word names our own tid, and we do not hold the lock (it is
       // never taken recursively): an earlier thread with this tid died
-      // holding it, and the kernel gave us its tid. Only another process
-      // of our PID namespace could hold it, and that one is gone.
+      // holding it, and the kernel gave us its tid. Only a thread of our
+      // PID namespace can hold it (may_judge: the segment's namespace is
+      // known and ours), so that one is gone.
       SHMSEM_HOOK(LOCK_TAKEOVER);
       uint32_t expected = v;
-      if (word.compare_exchange_strong(expected, me | kLockWaiters,
+      if (word.compare_exchange_strong(expected, taken_over(v, me),
                                        std::memory_order_acquire,
                                        std::memory_order_relaxed))
         return true;
@@ -146,11 +159,14 @@ bool lock_slow(shmsem_t *s, uint32_t me) {
     futex_wait(&word, v, check_at);
     uint64_t now = real_mono_ns();
     if (now < check_at) continue;
-    if (word.load(std::memory_order_relaxed) == v) {
+    // Acquire: if the word now names a new holder, its CAS continued the
+    // release sequence of the previous unlock, so we see that unlock's
+    // cleared tid and never the earlier thread's record.
+    if (word.load(std::memory_order_acquire) == v) {
       if (holder_dead(s, v)) {
         SHMSEM_HOOK(LOCK_TAKEOVER);
         uint32_t expected = v;
-        if (word.compare_exchange_strong(expected, me | kLockWaiters,
+        if (word.compare_exchange_strong(expected, taken_over(v, me),
                                          std::memory_order_acquire,
                                          std::memory_order_relaxed))
           return true;

@@ -385,7 +385,8 @@ void op_create_existing(Reader &r) {
     shmsem_detach(h);
 }
 
-// The lock word names a thread that cannot exist (above any pid_max): the
+// The lock word names a thread that almost surely does not exist (just
+// below PID_MAX_LIMIT, the highest tid the word can hold): the
 // next locker takes over after 1 ms and repairs. Once per input (it costs
 // that millisecond), and only where owners may be judged.
 void op_dead_lock_holder(Reader &r) {

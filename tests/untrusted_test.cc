@@ -68,6 +68,39 @@ TEST(Untrusted, OutOfRangeFreeListIndexIsRepairedNotFollowed) {
   EXPECT_INVARIANTS(seg.get());
 }
 
+// Repair orders the queued slots by ticket. It used to sort slot indices
+// with a comparison that read the tickets from the segment, so a writer
+// changing them during the sort made std::sort run off its array and
+// corrupt the heap (an adversarial test crashed a process that only called
+// try_acquire). A writer thread rewrites every ticket while this process
+// forces repair after repair; under ASan any stray access fails the test.
+TEST(Untrusted, TicketsRewrittenDuringRepairCannotCorruptMemory) {
+  Segment seg(1, 1024);
+  shmsem_t *s = seg.get();
+  std::atomic<bool> stop{false};
+  std::thread writer([&] {
+    uint64_t x = 0x9e3779b97f4a7c15ull;
+    while (!stop.load(std::memory_order_relaxed)) {
+      for (uint32_t w = 0; w < s->max_waiters; w++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        s->slots[w].word.store(detail::kSlotWaiting, std::memory_order_relaxed);
+        __atomic_store_n(&s->slots[w].ticket, x, __ATOMIC_RELAXED);
+      }
+    }
+  });
+  while (s->slots[0].word.load() != detail::kSlotWaiting) sched_yield();
+  for (int i = 0; i < 5000; i++) {
+    s->core->free_lease = kFar;  // out of range: the next unlock repairs
+    shmsem_lease_t l;
+    if (shmsem_try_acquire(s, &l) == 0) shmsem_release(s, &l);
+  }
+  stop = true;
+  writer.join();
+  struct shmsem_stat st;
+  EXPECT_EQ(shmsem_stat(s, &st), 0);
+  EXPECT_GE(st.repairs, 1u);
+}
+
 TEST(Untrusted, OutOfRangeFreeListLinkIsRepairedNotFollowed) {
   Segment seg(3);
   seg.get()->leases[0].next_free = kFar;

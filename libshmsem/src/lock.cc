@@ -64,10 +64,20 @@ bool holder_dead(shmsem_t *s, uint32_t word) {
   // makes a change of holder harmless, as long as no thread with the same
   // tid took the lock meanwhile (DESIGN.md section 2, the window we state).
   if (c->lock_word.load(std::memory_order_acquire) != word) return false;
-  // The record describes the word's holder only if it is whole and names
-  // that tid: holders clear the tid before unlocking, so a record naming a
-  // tid was written by the thread that holds (or died holding) the lock
-  // with that tid, not by an earlier thread the tid belonged to.
+  // First the bare tid. No thread has it: whoever holds the word is gone.
+  // Some thread has it: that thread may be the holder, even if the record
+  // names an earlier, dead thread with the same tid: the kernel can give a
+  // dead holder's tid to a new thread that then takes the lock over (from
+  // its own tid, or by its own verdict) and has not named itself yet (the
+  // SPIN model's F5). Then the holder counts as alive; the price is that a
+  // holder that died and whose tid went to an unrelated thread before any
+  // waiter looked is waited for until that thread ends.
+  Verdict bare = tid_verdict(tid);
+  if (bare == Verdict::kDead) return true;
+  if (bare == Verdict::kAlive) return false;
+  // The kernel cannot say (no PIDFD_THREAD): the record, if it is whole and
+  // names that tid (holders clear the tid before unlocking, so it was
+  // written by the thread that holds, or died holding, the lock).
   if (!whole || o.tid != tid) {
     o = Owner{};  // died before naming itself, or mid-write: the bare tid
     o.tid = tid;

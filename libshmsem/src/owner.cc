@@ -295,6 +295,17 @@ Verdict thread_verdict(const Owner &o) {
   return v;
 }
 
+Verdict tid_verdict(int32_t tid) {
+  Owner bare{};
+  bare.tid = tid;
+  Verdict v = thread_verdict(bare);
+  if (v == Verdict::kDead || tid <= 0) return v;
+  int fd = pidfd_open_(tid, PIDFD_THREAD);
+  if (fd < 0) return Verdict::kUnknown;  // gone just now, or no PIDFD_THREAD
+  close(fd);
+  return Verdict::kAlive;
+}
+
 Verdict record_verdict(const Owner &o, bool is_slot) {
   Verdict p = process_verdict(o);
   if (!is_slot || p == Verdict::kDead) return p;

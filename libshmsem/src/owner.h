@@ -28,6 +28,10 @@ const Owner &self_thread_owner();
 Verdict process_verdict(const Owner &o);
 // Has the thread named by `o` (tid, tino) provably exited?
 Verdict thread_verdict(const Owner &o);
+// Whether any thread has `tid` in our namespace right now: kDead (none, or
+// only a zombie leader), kAlive (one exists, which need not be the thread
+// an old record names), kUnknown (the kernel cannot say: no PIDFD_THREAD).
+Verdict tid_verdict(int32_t tid);
 // The verdict on a record's owner: a lease belongs to its process, a waiter
 // slot to its thread (dead if either is provably gone).
 Verdict record_verdict(const Owner &o, bool is_slot);

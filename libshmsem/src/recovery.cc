@@ -10,6 +10,7 @@
 #include "recovery.h"
 
 #include <algorithm>
+#include <utility>
 #include <vector>
 
 #include "futex.h"
@@ -84,7 +85,11 @@ void repair(shmsem_t *s) {
   c->held.store(held, std::memory_order_relaxed);
   c->reserved.store(reserved, std::memory_order_relaxed);
 
-  std::vector<uint32_t> queued;
+  // (ticket, slot), each ticket read once: the sort must never read the
+  // segment, where a writer may change tickets under it, and std::sort
+  // with an inconsistent order runs off the ends of its array (an
+  // adversarial test corrupted the heap that way).
+  std::vector<std::pair<uint64_t, uint32_t>> queued;
   c->free_slot = kNone;
   uint64_t max_ticket = 0;
   for (uint32_t w = m; w-- > 0;) {
@@ -96,16 +101,15 @@ void repair(shmsem_t *s) {
       continue;
     }
     used_add(s, c->n_used_slots, s->used_slots, m, w, &ws.used_pos);
-    max_ticket = std::max(max_ticket, ws.ticket);
-    if (word == kSlotWaiting) queued.push_back(w);
+    uint64_t ticket = __atomic_load_n(&ws.ticket, __ATOMIC_RELAXED);
+    max_ticket = std::max(max_ticket, ticket);
+    if (word == kSlotWaiting) queued.emplace_back(ticket, w);
   }
   // FIFO among the live waiters: tickets were stored before each commit.
-  std::sort(queued.begin(), queued.end(), [s](uint32_t a, uint32_t b) {
-    return s->slots[a].ticket < s->slots[b].ticket;
-  });
+  std::sort(queued.begin(), queued.end());
   c->head = c->tail = kNone;
   c->waiting.store(0, std::memory_order_relaxed);
-  for (uint32_t w : queued) queue_append(s, w);
+  for (const auto &q : queued) queue_append(s, q.second);
   if (c->next_ticket <= max_ticket) c->next_ticket = max_ticket + 1;
 
   // 4. The watcher role, if its holder's slot is gone.

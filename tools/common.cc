@@ -53,9 +53,13 @@ size_t printable_utf8_at(const std::string &s, size_t i) {
     if ((byte(i + k) & 0xc0) != 0x80) return 0;
     cp = (cp << 6) | (byte(i + k) & 0x3f);
   }
-  // Overlong forms, surrogates, beyond U+10FFFF, and the C1 controls.
+  // Overlong forms, surrogates, beyond U+10FFFF, the C1 controls, and the
+  // bidirectional controls (U+061C, U+200E-F, U+202A-E, U+2066-9), which
+  // reorder what a terminal shows after them.
   if ((n == 3 && cp < 0x800) || (n == 4 && cp < 0x10000) || cp > 0x10ffff ||
-      (cp >= 0xd800 && cp <= 0xdfff) || (cp >= 0x80 && cp <= 0x9f))
+      (cp >= 0xd800 && cp <= 0xdfff) || (cp >= 0x80 && cp <= 0x9f) ||
+      cp == 0x61c || cp == 0x200e || cp == 0x200f ||
+      (cp >= 0x202a && cp <= 0x202e) || (cp >= 0x2066 && cp <= 0x2069))
     return 0;
   return n;
 }

@@ -6,6 +6,7 @@
 
 #include <exception>
 #include <memory>
+#include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -55,6 +56,19 @@ std::string failure_message(const CLI::App *app, const CLI::Error &e) {
   if (what.rfind("NAME: ", 0) == 0) what = what.substr(6);  // our validator says it
   return "shmsem: " + (where == "shmsem" ? "" : where.substr(7) + ": ") +
          what + "\nRun '" + where + " --help' for more information.\n";
+}
+
+// Each line of `text` through printable(), the line breaks kept.
+void print_escaped_lines(FILE *f, const std::string &text) {
+  size_t start = 0;
+  while (start < text.size()) {
+    size_t end = text.find('\n', start);
+    bool nl = end != std::string::npos;
+    if (!nl) end = text.size();
+    fprintf(f, "%s%s", printable(text.substr(start, end - start)).c_str(),
+            nl ? "\n" : "");
+    start = end + 1;
+  }
 }
 
 int main_impl(int argc, char **argv) {
@@ -111,9 +125,13 @@ int main_impl(int argc, char **argv) {
   } catch (const CLI::CallForVersion &e) {
     return app.exit(e);
   } catch (const CLI::ParseError &e) {
-    // CLI11 prints the problem; we choose the code. `run` reports its own
-    // failures as 125 so they never pass for the command's exit status.
-    app.exit(e);
+    // CLI11 words the problem (quoting arguments as given: escape them);
+    // we choose the code. `run` reports its own failures as 125 so they
+    // never pass for the command's exit status.
+    std::ostringstream out, err;
+    app.exit(e, out, err);
+    print_escaped_lines(stdout, out.str());
+    print_escaped_lines(stderr, err.str());
     for (const Subcommand &s : subs)
       if (s.app->parsed() && s.app->get_name() == "run") return kExitRunFailed;
     return kExitUsage;

@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <setjmp.h>
+#include <stdio.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -62,13 +63,28 @@ uint64_t max_segment_size() {
 int copy_segment(int dirfd, const char *file, SegmentCopy *out) {
   shmsem_detach(out->s);
   out->s = nullptr;
-  // Look before opening: opening a device node or a FIFO can have effects
-  // of its own, and a symbolic link may point anywhere.
+  // Look before opening for reading: opening a device node or a FIFO can
+  // have effects of its own (it unblocks a FIFO's writer), and a symbolic
+  // link may point anywhere. An O_PATH descriptor opens nothing; its fstat
+  // is about the very file we then reopen through /proc/self/fd, so a
+  // rename in between cannot slip a FIFO in. Without /proc, fall back to
+  // lstat and an O_NONBLOCK open (the file is checked again below).
   struct stat before;
-  if (fstatat(dirfd, file, &before, AT_SYMLINK_NOFOLLOW) != 0) return -errno;
-  if (!S_ISREG(before.st_mode)) return -EBADMSG;
-  int fd = openat(dirfd, file, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-  if (fd < 0) return errno == ELOOP || errno == ENXIO ? -EBADMSG : -errno;
+  int fd = -1;
+  int path = openat(dirfd, file, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+  if (path < 0) return -errno;
+  if (fstat(path, &before) != 0 || !S_ISREG(before.st_mode)) {
+    close(path);
+    return -EBADMSG;  // a symbolic link (O_PATH opened the link), FIFO, ...
+  }
+  char proc[64];
+  (void)snprintf(proc, sizeof proc, "/proc/self/fd/%d", path);  // fits
+  fd = open(proc, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0 && errno == ENOENT)  // no /proc
+    fd = openat(dirfd, file, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  int open_errno = errno;
+  close(path);
+  if (fd < 0) return open_errno == ELOOP || open_errno == ENXIO ? -EBADMSG : -open_errno;
   struct stat st;
   int e = 0;
   if (fstat(fd, &st) != 0)

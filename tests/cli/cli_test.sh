@@ -473,10 +473,16 @@ TextOutputEscapesControlBytes() {
 	expect_json "'$(name utf)\ufffd' in [s['name'] for s in d['semaphores']]" "True"
 	expect_rc 0 "$SHMSEM" status --json "$n"
 	expect_json "d['holders'][0]['cmdline'].endswith('\x1b]0;pwned\x07')" "True"
-	# Error messages too.
+	# Error messages too, the command line parser's included, and the
+	# bidirectional controls that reorder what follows them.
 	expect_rc 3 "$SHMSEM" status "$(name none)"$'\e[2J'
 	expect_err "$(name none)\\x1b[2J: no such semaphore"
 	! grep -q $'\e' "$TMP/err" || fail "an error message printed a raw escape"
+	expect_rc 2 "$SHMSEM" status /x $'\e]0;pwned\a'
+	expect_err 'not expected: \x1b]0;pwned\x07'
+	! grep -q $'[\e\a]' "$TMP/err" || fail "a usage error printed a raw control byte"
+	expect_rc 3 "$SHMSEM" status "$(name rtl)"$'\u202e'
+	expect_err "$(name rtl)\\xe2\\x80\\xae: no such semaphore"
 }
 
 RmRefusesFilesThatAreNotSemaphores() {

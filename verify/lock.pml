@@ -22,7 +22,8 @@
  *             unlock() repairs
  *   SLOWWRAP  with RECYCLE: no tid is reused while a waiter is between
  *             reading lock_owner and its takeover CAS (the PID space does
- *             not wrap around inside one judgement: rules out F3, not F5)
+ *             not wrap around inside one judgement: rules out F3; F5, a
+ *             reuse before the judgement, is ruled out by kLockTakeover)
  *   LTL_LIVE  the liveness claim (pan -a -f); verdicts are then exact
  * Mutations (each takes out one part of lock.cc's repair of F1, F2, F4 and
  * brings that finding back; MODEL.md):
@@ -30,6 +31,8 @@
  *                 moved or was odd (F1)
  *   NO_TID_CLEAR  unlock() leaves lock_owner.tid naming the last holder (F2)
  *   NO_OWN_TID    lock_slow() does not take over from its own tid (F4)
+ *   NO_TAKEOVER_BIT  a takeover does not flip kLockTakeover: the word is
+ *                 tid | WAITERS after it, as before 41e63ee (F5)
  */
 
 #ifndef NT
@@ -52,10 +55,12 @@
 #endif
 
 #define WAITERS 8        /* kLockWaiters (layout.h) */
+#define TAKEOVER 16      /* kLockTakeover: flipped by every takeover */
 #define TIDMASK 7        /* kLockTidMask */
 
 /* ---- shared memory ---------------------------------------------------------- */
-byte word;          /* core.lock_word: 0, tid, or tid + WAITERS */
+byte word;          /* core.lock_word: 0, tid, or tid + WAITERS, plus
+                     * TAKEOVER after an odd number of takeovers in a row */
 byte rec_seq;       /* core.lock_seq: odd while lock_owner is being rewritten */
 byte rec_tid;       /* core.lock_owner.tid: stored after the identity fields,
                      * cleared by unlock() (0: names nobody) */
@@ -119,6 +124,27 @@ byte judging;       /* bit t: thread t is between reading lock_owner and its
 #define TORN        (rec_seq != seq || (seq & 1) == 1)
 #else
 #define TORN        false
+#endif
+
+/* lock.cc taken_over(): the word after thread t takes over from x. Never x,
+ * even when t is the dead holder's reused tid. Ordinary acquisitions (from
+ * 0) never set TAKEOVER. */
+#ifndef NO_TAKEOVER_BIT
+#define TAKEN_OVER_WORD(x)  (t | WAITERS | (((x) & TAKEOVER) ^ TAKEOVER))
+#else
+#define TAKEN_OVER_WORD(x)  (t | WAITERS)
+#endif
+
+/* FIX_TAG (a proposal, not in lock.cc): the holder stores its tid together
+ * with the word's TAKEOVER bit in lock_owner.tid, and holder_dead() uses the
+ * record only if both match the word; a record left by a dead holder with
+ * the same tid then does not describe the thread that took over from it. */
+#ifdef FIX_TAG
+#define RECTID   (t | (word & TAKEOVER))
+#define RECMASK  (TIDMASK | TAKEOVER)
+#else
+#define RECTID   t
+#define RECMASK  TIDMASK
 #endif
 
 /* The lock becomes ours by a CAS from 0: nobody held it. */
@@ -192,8 +218,9 @@ loop:
 			:: OWN_TID(v) ->
 				/* our own tid, and we do not hold the lock: an earlier
 				 * thread with this tid died holding it. SHMSEM_HOOK(
-				 * LOCK_TAKEOVER); CAS v -> tid | WAITERS */
-				KILL; word = t | WAITERS; v = 0; TAKEN_OVER; goto locked
+				 * LOCK_TAKEOVER); CAS v -> taken_over(v, tid) */
+				KILL; word = TAKEN_OVER_WORD(v); v = 0; TAKEN_OVER;
+				goto locked
 #endif
 			:: v == 0 ->
 				/* others may still sleep: keep the flag (mutex 3) */
@@ -222,7 +249,7 @@ loop:
 		:: atomic { fx[t] != 0 -> fx[t] = 0 }        /* the timeout */
 		fi;
 check:
-		/* if (word.load() == v) */
+		/* if (word.load(acquire) == v) */
 		if
 		:: word != v -> v = 0; goto loop
 		:: else
@@ -237,8 +264,8 @@ check:
 			 * it describes the holder of v only if it names v's tid: else
 			 * judge the bare tid (o = Owner{}; o.tid = tid) */
 			if
-			:: TORN || otid != (v & TIDMASK) -> otid = v & TIDMASK; oid = 0
-			:: else
+			:: TORN || otid != (v & RECMASK) -> otid = v & TIDMASK; oid = 0
+			:: else -> otid = otid & TIDMASK
 			fi;
 			seq = 0
 		};
@@ -275,13 +302,14 @@ check:
 		};
 		if
 		:: dv ->
-			/* SHMSEM_HOOK(LOCK_TAKEOVER); CAS v -> tid | WAITERS */
+			/* SHMSEM_HOOK(LOCK_TAKEOVER); CAS v -> taken_over(v, tid) */
 			atomic {
 				dv = false;
 				KILL;
 				JUDGING(false);
 				if
-				:: word == v -> word = t | WAITERS; v = 0; TAKEN_OVER; goto locked
+				:: word == v ->
+					word = TAKEN_OVER_WORD(v); v = 0; TAKEN_OVER; goto locked
 				:: else
 				fi
 			}
@@ -296,9 +324,12 @@ locked:
 		 * record) */
 		atomic {
 			if
-			:: rec_id == id ->
-				/* the record is ours already: store the tid (release) */
-				KILL; rec_tid = t; goto named
+			:: rec_id == id && (rec_seq & 1) == 0 ->
+				/* the record is ours already and lock_seq is even: store
+				 * the tid (release). An odd count (a writer died
+				 * mid-write) takes the rewrite below, which makes it even
+				 * again. */
+				KILL; rec_tid = RECTID; goto named
 			:: else
 			fi;
 			KILL;
@@ -306,7 +337,7 @@ locked:
 			                           * writer died mid-write), release fence */
 		};
 		atomic { KILL; rec_id = id };     /* pid, start, ino, tino */
-		atomic { KILL; rec_tid = t };
+		atomic { KILL; rec_tid = RECTID };
 		atomic { KILL; rec_seq++ };       /* even again (release) */
 named:
 		/* s->corrupt = false; if (dead_holder) repair(s) */

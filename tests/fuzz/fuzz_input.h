@@ -12,8 +12,9 @@
 // it block forever: with a fixed header (the default) the magic, version,
 // ready marker, sizes and offsets are rewritten for a small geometry, so
 // the rest of the image is what the library meets; and a lock word that
-// names a thread which may be alive is cleared (a live holder is allowed to
-// block every caller: docs/DESIGN.md §7a).
+// names a thread which may be alive, as far as the handle in use can tell,
+// is cleared (a live holder is allowed to block every caller:
+// docs/DESIGN.md §7a).
 #ifndef SHMSEM_TESTS_FUZZ_FUZZ_INPUT_H
 #define SHMSEM_TESTS_FUZZ_FUZZ_INPUT_H
 

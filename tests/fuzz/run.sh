@@ -54,6 +54,10 @@ for log in "$OUT"/fuzz-[0-9]*.log; do
 	echo "fuzz: $(basename "$log"): ${last:-no progress line}"
 done
 echo "fuzz: $execs executions in all; corpus $(ls "$CORPUS" | wc -l) inputs ($(du -sh "$CORPUS" | cut -f1))"
+if grep -q 'libFuzzer: run interrupted' "$OUT"/fuzz-*.log; then
+	echo "fuzz: INTERRUPTED from outside (SIGINT/SIGTERM) before the time was up" >&2
+	exit 1
+fi
 if [ "$status" -ne 0 ] || grep -qE 'ERROR: (AddressSanitizer|LeakSanitizer|libFuzzer)|runtime error:' "$OUT"/fuzz-*.log; then
 	echo "fuzz: FAILED (exit $status); the report:" >&2
 	grep -h -E -A40 'ERROR: |runtime error:' "$OUT"/fuzz-*.log | head -n 80 >&2 || true

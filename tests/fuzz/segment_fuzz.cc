@@ -392,7 +392,7 @@ void op_create_existing(Reader &r) {
 void op_dead_lock_holder(Reader &r) {
   uint8_t t = r.u8();
   uint8_t flags = r.u8();
-  if (!g.judge || g.dead_lock_used) return;
+  if (!g.s || !may_judge(g.s->pidns) || g.dead_lock_used) return;
   g.dead_lock_used = true;
   auto *core = reinterpret_cast<Core *>(g.map + kCoreOff);
   uint32_t tid = kLockTidMask - t;
@@ -400,7 +400,18 @@ void op_dead_lock_holder(Reader &r) {
   core->lock_word.store(tid | ((flags & 1) ? kLockWaiters : 0));
 }
 
+// A dead holder in the lock word is taken over only by a handle that may
+// judge owners; one that may not (the header's PID namespace was written
+// to 0 and the segment reopened) waits for it forever, as designed
+// ("unknown counts as alive", docs/DESIGN.md §7). Such a lock word stands
+// for a live holder then, which the writer must not leave (§7a).
+void keep_lock_takeable() {
+  if (!g.s || may_judge(g.s->pidns)) return;
+  reinterpret_cast<Core *>(g.map + kCoreOff)->lock_word.store(0);
+}
+
 void run_op(Reader &r) {
+  keep_lock_takeable();
   shmsem_lease_t l;
   switch (Op(r.u8() % kOpCount)) {
     case kTryAcquire:

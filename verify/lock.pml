@@ -273,12 +273,17 @@ check:
 			fi;
 			seq = 0
 		};
-		/* the word re-check (early exit), then the verdict */
+		/* the word re-check (early exit) */
 		atomic {
 			if
 			:: word != v -> otid = 0; oid = 0; v = 0; JUDGING(false); goto loop
 			:: else -> gh = gholder
-			fi;
+			fi
+		};
+		/* the verdict, a later step (system calls): the holder seen at the
+		 * re-check may have unlocked and exited meanwhile (and with its tid
+		 * reused, relocked: F3) */
+		atomic {
 #ifndef RECORD_FIRST
 			/* tid_verdict(tid), the bare tid of the word first: dead iff no
 			 * live thread has it (ESRCH, or a zombie leader); alive if any

@@ -23,7 +23,8 @@
  *   SLOWWRAP  with RECYCLE: no tid is reused while a waiter is between
  *             reading lock_owner and its takeover CAS (the PID space does
  *             not wrap around inside one judgement: rules out F3; F5, a
- *             reuse before the judgement, is ruled out by kLockTakeover)
+ *             reuse before the judgement, is ruled out by the bare-tid
+ *             verdict, MODEL.md)
  *   LTL_LIVE  the liveness claim (pan -a -f); verdicts are then exact
  * Mutations (each takes out one part of lock.cc's repair of F1, F2, F4 and
  * brings that finding back; MODEL.md):
@@ -33,6 +34,9 @@
  *   NO_OWN_TID    lock_slow() does not take over from its own tid (F4)
  *   NO_TAKEOVER_BIT  a takeover does not flip kLockTakeover: the word is
  *                 tid | WAITERS after it, as before 41e63ee (F5)
+ *   RECORD_FIRST  holder_dead() judges the record (when whole and naming the
+ *                 word's tid) before the bare tid, as before d625ad2; also
+ *                 what lock.cc falls back to without PIDFD_THREAD (F5)
  */
 
 #ifndef NT
@@ -269,17 +273,33 @@ check:
 			fi;
 			seq = 0
 		};
-		/* the word re-check (early exit), then the verdict */
+		/* the word re-check (early exit) */
 		atomic {
 			if
 			:: word != v -> otid = 0; oid = 0; v = 0; JUDGING(false); goto loop
 			:: else -> gh = gholder
-			fi;
-			/* thread_verdict(o), then process_verdict(o) if o.pid: dead if
-			 * no thread has the tid (ESRCH) or the one that has it is not
-			 * the recorded one (pidfs inodes differ); one thread per
-			 * process, so the process verdict says the same */
+			fi
+		};
+		/* the verdict, a later step (system calls): the holder seen at the
+		 * re-check may have unlocked and exited meanwhile (and with its tid
+		 * reused, relocked: F3) */
+		atomic {
+#ifndef RECORD_FIRST
+			/* tid_verdict(tid), the bare tid of the word first: dead iff no
+			 * live thread has it (ESRCH, or a zombie leader); alive if any
+			 * thread has it, whoever it is (a reuser included). The record
+			 * copied above is used only when the kernel cannot tell (no
+			 * PIDFD_THREAD): not modelled, the kernel here has it. */
+			dv = (cur[v & TIDMASK] == 0);
+#else
+			/* the record path, as before d625ad2 (and lock.cc's fallback
+			 * without PIDFD_THREAD): thread_verdict(o), then
+			 * process_verdict(o) if o.pid: dead if no thread has the tid
+			 * (ESRCH) or the one that has it is not the recorded one
+			 * (pidfs inodes differ); one thread per process, so the
+			 * process verdict says the same */
 			dv = (cur[otid] == 0 || (oid != 0 && cur[otid] != oid));
+#endif
 			/* dead must be proven: a live holder is never judged dead */
 			assert(!dv || DEAD(gh));
 #if RECYCLE == 0

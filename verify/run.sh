@@ -40,8 +40,10 @@ configs=(
 	"lock-t3-ops2|lock.pml|-DNT=3 -DCYCLES1=2 -DMAXCRASH=0|safety|pass"
 	"lock-t2-recycle|lock.pml|-DNT=2 -DCYCLES=2 -DRECYCLE=1 -DMAXCRASH=0 -DMAXLOST=1|safety|pass"
 	"lock-t1-recycle-live|lock.pml|-DNT=1 -DRECYCLE=1 -DMAXCRASH=1 -DMAXLOST=1 -DLTL_LIVE|ltl|pass"
-	"lock-t2-recycle-kill|lock.pml|-DNT=2 -DRECYCLE=1 -DMAXCRASH=1|safety|xfail:!(dv)"
-	"lock-t2-recycle-slowwrap|lock.pml|-DNT=2 -DRECYCLE=1 -DMAXCRASH=1 -DSLOWWRAP|safety|xfail:!(dv)"
+	"lock-t2-recycle-kill|lock.pml|-DNT=2 -DRECYCLE=1 -DMAXCRASH=1|safety|pass"
+	"lock-t2-recycle-slowwrap|lock.pml|-DNT=2 -DRECYCLE=1 -DMAXCRASH=1 -DSLOWWRAP|safety|pass"
+	"lock-t3-recycle|lock.pml|-DNT=3 -DRECYCLE=1 -DMAXCRASH=0|safety|xfail:(gholder!=0)"
+	"lock-t3-recycle-slowwrap|lock.pml|-DNT=3 -DRECYCLE=1 -DMAXCRASH=1 -DSLOWWRAP|safety|pass"
 )
 
 extra=""

@@ -101,6 +101,25 @@ TEST(Untrusted, TicketsRewrittenDuringRepairCannotCorruptMemory) {
   EXPECT_GE(st.repairs, 1u);
 }
 
+// A lock word with flags but no tid is never written by a holder (tids are
+// above 0): a writer put it there, and it used to block every caller,
+// deadlines included, since "tid 0" could not be judged. Found by the
+// segment fuzzer's author.
+TEST(Untrusted, LockWordWithFlagsButNoTidIsTakenOver) {
+  Segment seg(1);
+  seg.get()->core->lock_word.store(detail::kLockWaiters | detail::kLockTakeover);
+  in_child([&] {
+    shmsem_t *s = seg.open_again();
+    shmsem_lease_t l;
+    if (shmsem_try_acquire(s, &l) != 0) return 1;
+    if (shmsem_release(s, &l) != 0) return 2;
+    return shmsem_check(s) == 0 ? 0 : 3;
+  });
+  EXPECT_EQ(seg.get()->core->lock_word.load(), 0u);
+  EXPECT_COUNTS(seg.get(), 1, 0, 0, 0);
+  EXPECT_INVARIANTS(seg.get());
+}
+
 TEST(Untrusted, OutOfRangeFreeListLinkIsRepairedNotFollowed) {
   Segment seg(3);
   seg.get()->leases[0].next_free = kFar;

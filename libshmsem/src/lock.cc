@@ -136,6 +136,17 @@ bool lock_slow(shmsem_t *s, uint32_t me) {
   uint64_t check_at = real_mono_ns() + interval;
   for (;;) {
     uint32_t v = word.load(std::memory_order_relaxed);
+    if (v != 0 && (v & kLockTidMask) == 0) {
+      // Flags but no tid: no holder ever writes that (every holder's tid is
+      // above 0), so a writer did; nobody holds it. Take it, and repair.
+      SHMSEM_HOOK(LOCK_TAKEOVER);
+      uint32_t expected = v;
+      if (word.compare_exchange_strong(expected, taken_over(v, me),
+                                       std::memory_order_acquire,
+                                       std::memory_order_relaxed))
+        return true;
+      continue;
+    }
     if (v != 0 && (v & kLockTidMask) == me && may_judge(s->pidns)) {
       // The word names our own tid, and we do not hold the lock (it is
       // never taken recursively): an earlier thread with this tid died

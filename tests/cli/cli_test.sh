@@ -458,7 +458,8 @@ TextOutputEscapesControlBytes() {
 	bad="$(name utf)"$'\xff'
 	"$SHMSEM" create "$n" --permits 2
 	"$SHMSEM" create "$bad" --permits 1
-	bg "$SHMSEM" run "$n" -- sh -c 'sleep 600' $'\e]0;pwned\a'
+	# (exec: a sleep forked by sh would outlive the test as an orphan)
+	bg "$SHMSEM" run "$n" -- sh -c 'exec sleep 600' $'\e]0;pwned\a'
 	wait_for 5 "d['held'] == 1" "$n"
 	expect_rc 0 "$SHMSEM" list
 	expect_out "$(name esc)\\x1b[2J"

@@ -86,7 +86,7 @@ TEST(Lock, StoppedHolderIsWaitedForNotRobbed) {
   std::atomic<bool> done{false};
   std::thread t([&] {
     shmsem_lease_t l;
-    r = shmsem_try_acquire(seg.get(), &l);
+    r = shmsem_acquire(seg.get(), &l);  // no limit: waits as long as it takes
     if (r == 0) shmsem_release(seg.get(), &l);
     done = true;
   });
@@ -101,6 +101,83 @@ TEST(Lock, StoppedHolderIsWaitedForNotRobbed) {
   EXPECT_EQ(repairs(seg.get()), 0u);
   EXPECT_COUNTS(seg.get(), 1, 0, 0, 0);
   EXPECT_INVARIANTS(seg.get());
+}
+
+// A stopped holder is waited for, but never past the waiter's own limit:
+// its deadline (a try has one that has already passed), its cancel handle,
+// or a signal if the wait is interruptible. The waiter leaves owning
+// nothing and changing nothing; when the holder goes on, all is well.
+shmsem_cancel_t *g_cancel_on_alive;
+
+void cancel_on_alive_hook(HookPoint p, void *) {
+  if (p == HookPoint::LOCK_HOLDER_ALIVE && g_cancel_on_alive)
+    shmsem_cancel(g_cancel_on_alive);
+}
+
+void on_usr1(int) {}
+
+timespec in_ms(int ms) {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  ts.tv_nsec += long(ms) * 1'000'000;
+  ts.tv_sec += ts.tv_nsec / 1'000'000'000;
+  ts.tv_nsec %= 1'000'000'000;
+  return ts;
+}
+
+TEST(Lock, StoppedHolderHoldsNoCallPastItsLimit) {
+  Segment seg(1);
+  shmsem_t *s = seg.get();
+  Children kids;
+  pid_t holder = spawn_holder_at(kids, seg, HookPoint::ACQUIRE_LOCKED, SIGSTOP);
+  ASSERT_NE(lock_word_now(s), 0u);
+  shmsem_lease_t l;
+  EXPECT_EQ(shmsem_try_acquire(s, &l), -EAGAIN);
+  timespec soon = in_ms(20);
+  EXPECT_EQ(shmsem_acquire_until(s, &soon, &l), -ETIMEDOUT);
+  timespec past = in_ms(0);
+  EXPECT_EQ(shmsem_acquire_until(s, &past, &l), -ETIMEDOUT);
+
+  // Cancelled from a hook at the waiter's first "holder alive" verdict, so
+  // the handle fires while the wait for the lock is on.
+  shmsem_cancel_t c;
+  shmsem_cancel_init(&c);
+  g_cancel_on_alive = &c;
+  testing::set_hook(cancel_on_alive_hook, nullptr);
+  EXPECT_EQ(shmsem_acquire_ex(s, nullptr, &c, 0, &l), -ECANCELED);
+  testing::set_hook(nullptr, nullptr);
+  g_cancel_on_alive = nullptr;
+
+  // A signal ends an interruptible wait for the lock; a plain one goes on.
+  // Signalled until the call returns, so the outcome does not depend on
+  // where the signal lands.
+  struct sigaction sa {};
+  sa.sa_handler = on_usr1;
+  ASSERT_EQ(sigaction(SIGUSR1, &sa, nullptr), 0);
+  std::atomic<int> r{1};
+  std::atomic<bool> done{false};
+  std::thread t([&] {
+    shmsem_lease_t tl;
+    r = shmsem_acquire_ex(s, nullptr, nullptr, SHMSEM_WAIT_INTERRUPTIBLE, &tl);
+    done = true;
+  });
+  for (int i = 0; i < 20000 && !done.load(); i++) {
+    pthread_kill(t.native_handle(), SIGUSR1);
+    wait_until([&] { return done.load(); }, std::chrono::milliseconds(1));
+  }
+  t.join();
+  signal(SIGUSR1, SIG_DFL);
+  EXPECT_EQ(r.load(), -EINTR);
+
+  // Nothing changed while the holder was stopped; it finishes its call.
+  EXPECT_NE(lock_word_now(s), 0u);
+  kill(holder, SIGCONT);
+  EXPECT_EQ(kids.wait(holder), 0);
+  EXPECT_EQ(repairs(s), 0u);
+  EXPECT_COUNTS(s, 1, 0, 0, 0);
+  EXPECT_INVARIANTS(s);
+  EXPECT_EQ(shmsem_try_acquire(s, &l), 0);
+  EXPECT_EQ(shmsem_release(s, &l), 0);
 }
 
 // Killed after taking the word, before naming itself (the record names the
@@ -192,9 +269,10 @@ TEST(Lock, HolderThreadEndedByAnotherThreadsExecIsTakenOver) {
   close(in[0]);
   ASSERT_TRUE(wait_until([&] { return board->parked.load() == 1; }));
   // Once cat runs, the parked thread is gone; our lock waits, proves it,
-  // takes over and repairs.
+  // takes over and repairs. (Not a try: the exec may take longer than a
+  // try waits for a live holder.)
   shmsem_lease_t l;
-  EXPECT_EQ(shmsem_try_acquire(seg.get(), &l), 0);
+  EXPECT_EQ(shmsem_acquire(seg.get(), &l), 0);
   EXPECT_EQ(repairs(seg.get()), 1u);
   EXPECT_EQ(shmsem_release(seg.get(), &l), 0);
   EXPECT_INVARIANTS(seg.get());
@@ -220,7 +298,7 @@ TEST(Lock, LeaderEndedByAnotherThreadsExecHoldsTheLockAtMostUntilTheProcessExits
   std::atomic<bool> done{false};
   std::thread t([&] {
     shmsem_lease_t l;
-    r = shmsem_try_acquire(seg.get(), &l);
+    r = shmsem_acquire(seg.get(), &l);  // no limit: waits as long as it takes
     if (r == 0) shmsem_release(seg.get(), &l);
     done = true;
   });
@@ -271,7 +349,7 @@ TEST(Lock, RequeueByAReadOnlyProcessDelaysButNeverStrandsALockWaiter) {
   std::atomic<bool> done{false};
   std::thread t([&] {
     shmsem_lease_t l;
-    if (shmsem_try_acquire(s, &l) == 0) shmsem_release(s, &l);
+    if (shmsem_acquire(s, &l) == 0) shmsem_release(s, &l);  // no limit
     done = true;
   });
   ASSERT_TRUE(wait_until([&] {
@@ -376,7 +454,7 @@ TEST(Lock, RecordBeingRewrittenIsNeverUsedToJudgeTheHolder) {
   std::atomic<bool> done{false};
   std::thread t([&] {
     shmsem_lease_t l;
-    r = shmsem_try_acquire(seg.get(), &l);
+    r = shmsem_acquire(seg.get(), &l);  // no limit: waits as long as it takes
     if (r == 0) shmsem_release(seg.get(), &l);
     done = true;
   });

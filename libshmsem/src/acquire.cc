@@ -3,6 +3,8 @@
 
 #include <errno.h>
 
+#include <algorithm>
+
 #include "cancel.h"
 #include "cancelstate.h"
 #include "release.h"
@@ -90,19 +92,25 @@ int acquire(shmsem_t *s, const timespec *deadline_ts, shmsem_cancel_t *cancel,
   }
   if (cancel && cancel_fired(cancel)) return -ECANCELED;
   const bool expired = deadline_ts && mono_ns() >= deadline;
+  // Every step that may wait on another process (the lock, a reclamation
+  // pass) stops at the caller's limit; see limit.h.
+  // (A deadline of {0, 0} is long past, not "none".)
+  const Limit limit{deadline_ts ? std::max<uint64_t>(deadline, 1) : 0, cancel,
+                    (flags & SHMSEM_WAIT_INTERRUPTIBLE) != 0};
   // No cancellation point up to the queue: waiter_start() makes none (the
   // first-time identity reads and the reclamation pass disable
   // cancellation themselves), so the uncontended path touches no
   // cancellation state.
   Waiter w;
-  int r = waiter_start(s, !expired, &w, lease);
+  int r = waiter_start(s, !expired, &limit, &w, lease);
   if (r == -EAGAIN) {
     // No permit now and we may not wait: first reclaim permits of dead
     // holders (rate-limited to one pass per watch period), then retry.
-    if (maybe_reclaim(s) > 0) r = waiter_start(s, false, &w, lease);
+    if (maybe_reclaim(s, &limit) > 0)
+      r = waiter_start(s, false, &limit, &w, lease);
     if (r == -EAGAIN) {
-      LockGuard guard(s);  // counters change only under the lock
-      stat_bump(s->core->timeouts);
+      LockGuard guard(s, &limit);  // counters change only under the lock
+      if (!guard.error()) stat_bump(s->core->timeouts);
       return -ETIMEDOUT;
     }
   }
@@ -143,7 +151,7 @@ int acquire(shmsem_t *s, const timespec *deadline_ts, shmsem_cancel_t *cancel,
     }
     // One waiter at a time, the watcher, polls the owners for deaths; the
     // others wake rarely, only to take over from a watcher that died.
-    uint64_t wake_at = watch_step(s, w.slot);
+    uint64_t wake_at = watch_step(s, w.slot, &limit);
     if (deadline_ts) {
       uint64_t d = clock_is_manual() ? real_mono_ns() + kManualClockPollNs
                                      : deadline;

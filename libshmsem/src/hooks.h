@@ -28,6 +28,7 @@ namespace shmsem::detail {
   X(CANCEL_LOCKED)             /* canceller holds the lock */                 \
   X(SHUTDOWN_CLOSED)           /* closed committed, waiters not yet failed */ \
   X(SHUTDOWN_FAILED_ONE)       /* one waiter failed, lock held */             \
+  X(RECLAIM_JUDGED)            /* one owner judged, lock not held */         \
   X(RECLAIM_SCANNED)           /* dead owners found, lock not yet taken */    \
   X(RECLAIM_LOCKED)            /* reclamation holds the lock */               \
   X(RECLAIM_ONE)               /* one record reclaimed, lock held */          \

@@ -11,7 +11,8 @@
 
 namespace shmsem::detail {
 
-int waiter_start(shmsem_t *s, bool may_queue, Waiter *w, shmsem_lease_t *lease) {
+int waiter_start(shmsem_t *s, bool may_queue, const Limit *limit, Waiter *w,
+                 shmsem_lease_t *lease) {
   if (s->rdonly) return -EBADF;
   // Learnt before the lock: the first time in a process (or thread) it
   // costs system calls; after that it is a copy. A wait belongs to the
@@ -20,7 +21,8 @@ int waiter_start(shmsem_t *s, bool may_queue, Waiter *w, shmsem_lease_t *lease) 
   const Owner &me = may_queue ? self_thread_owner() : self_owner();
   // (A process in another PID namespace than the segment's never gets
   // here: the C API refuses it with -EXDEV, capi.cc.)
-  LockGuard guard(s);
+  LockGuard guard(s, limit);
+  if (guard.error()) return guard.error();
   SHMSEM_HOOK(ACQUIRE_LOCKED);
   Core *c = s->core;
   if (c->closed.load(std::memory_order_relaxed)) return -ESHUTDOWN;

@@ -6,6 +6,7 @@
 #define SHMSEM_SRC_WAITER_H
 
 #include "handle.h"
+#include "limit.h"
 
 namespace shmsem::detail {
 
@@ -16,8 +17,11 @@ struct Waiter {
 
 // Returns 0 with `lease` filled if a permit was taken at once; 1 if queued
 // (`w` describes the slot); -EAGAIN if !may_queue and no permit could be
-// taken without passing a waiter; -ESHUTDOWN, -EBUSY (queue full), -EBADF.
-int waiter_start(shmsem_t *s, bool may_queue, Waiter *w, shmsem_lease_t *lease);
+// taken without passing a waiter; -ESHUTDOWN, -EBUSY (queue full), -EBADF;
+// or `limit`'s error if it was reached while the lock was held by another
+// (nothing changed).
+int waiter_start(shmsem_t *s, bool may_queue, const Limit *limit, Waiter *w,
+                 shmsem_lease_t *lease);
 
 // The futex word to sleep on; sleep only while it reads kSlotWaiting.
 inline std::atomic<uint32_t> *waiter_word(shmsem_t *s, const Waiter &w) {

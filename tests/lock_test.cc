@@ -20,6 +20,7 @@
 
 #include "handle.h"
 #include "layout.h"
+#include "support/hook_gate.h"
 #include "support/process.h"
 #include "support/segment.h"
 #include "testing.h"
@@ -178,6 +179,172 @@ TEST(Lock, StoppedHolderHoldsNoCallPastItsLimit) {
   EXPECT_INVARIANTS(s);
   EXPECT_EQ(shmsem_try_acquire(s, &l), 0);
   EXPECT_EQ(shmsem_release(s, &l), 0);
+}
+
+// A queued waiter needs the lock to complete. If its limit is reached while
+// a stopped process holds the lock, it leaves without it: one CAS on its
+// own slot word (WAITING -> LEFT_QUEUED, GRANTED -> LEFT), and the next
+// lock holder that meets the slot frees it. Those queued behind it are not
+// blocked by it. (Before: it waited, past its limit, until the holder went
+// on; and so did its canceller.)
+uint32_t word_of(shmsem_t *s, uint32_t slot) {
+  return s->slots[slot].word.load();
+}
+
+TEST(Lock, QueuedWaiterLeavesWithoutTheLockWhenItsLimitIsReached) {
+  Segment seg(1);
+  shmsem_t *s = seg.get();
+  shmsem_lease_t held;
+  ASSERT_EQ(shmsem_acquire(s, &held), 0);
+  shmsem_cancel_t c;
+  shmsem_cancel_init(&c);
+  std::atomic<int> r{1}, r2{1};
+  std::atomic<bool> done{false}, end{false};
+  std::thread t([&] {
+    shmsem_lease_t l;
+    r = shmsem_acquire_ex(s, nullptr, &c, 0, &l);
+    done = true;
+    while (!end.load()) usleep(1000);  // alive: nothing reclaims its slot
+  });
+  ASSERT_TRUE(wait_until([&] { return s->core->waiting.load() == 1; }));
+  const uint32_t slot = s->core->head;
+  shmsem_lease_t l2;
+  std::thread t2([&] {  // behind it; 10 s: a lost permit fails, not hangs
+    timespec d;
+    clock_gettime(CLOCK_MONOTONIC, &d);
+    d.tv_sec += 10;
+    r2 = shmsem_acquire_until(s, &d, &l2);
+  });
+  ASSERT_TRUE(wait_until([&] { return s->core->waiting.load() == 2; }));
+  Children kids;
+  pid_t holder = spawn_holder_at(kids, seg, HookPoint::ACQUIRE_LOCKED, SIGSTOP);
+  shmsem_cancel(&c);  // returns once the waiter has left by itself
+  ASSERT_TRUE(wait_until([&] { return done.load(); }));
+  EXPECT_EQ(r.load(), -ECANCELED);
+  EXPECT_EQ(word_of(s, slot), detail::kSlotLeftQueued);
+  EXPECT_NE(lock_word_now(s), 0u) << "the stopped holder still has the lock";
+  kill(holder, SIGCONT);
+  EXPECT_EQ(kids.wait(holder), 1);  // its try found no permit
+  // The permit passes over the slot that was left, to the waiter behind.
+  ASSERT_EQ(shmsem_release(s, &held), 0);
+  t2.join();
+  end = true;
+  t.join();
+  ASSERT_EQ(r2.load(), 0) << "the permit went to a waiter that had left";
+  EXPECT_EQ(word_of(s, slot), detail::kSlotFree);
+  EXPECT_EQ(shmsem_release(s, &l2), 0);
+  EXPECT_COUNTS(s, 1, 0, 0, 0);
+  EXPECT_INVARIANTS(s);
+}
+
+// The grant won, but the waiter cannot take the lock to turn it into its
+// lease before its limit: it gives the grant up (GRANTED -> LEFT) and the
+// permit goes on to the next waiter, through whoever meets the slot next
+// (here a reclamation pass).
+TEST(Lock, GrantThatCannotBeTakenBeforeTheLimitGoesToTheNextWaiter) {
+  Segment seg(1);
+  shmsem_t *s = seg.get();
+  shmsem_lease_t held;
+  ASSERT_EQ(shmsem_acquire(s, &held), 0);
+  shmsem_cancel_t c;
+  shmsem_cancel_init(&c);
+  HookGate gate;
+  std::atomic<int> r{1}, r2{1};
+  std::atomic<bool> done{false}, end{false};
+  std::thread t([&] {
+    HookGate::tag_this_thread(1);
+    shmsem_lease_t l;
+    r = shmsem_acquire_ex(s, nullptr, &c, 0, &l);
+    done = true;
+    while (!end.load()) usleep(1000);  // alive: nothing reclaims its slot
+  });
+  ASSERT_TRUE(wait_until([&] { return s->core->waiting.load() == 1; }));
+  const uint32_t slot = s->core->head;
+  shmsem_lease_t l2;
+  std::thread t2([&] {  // behind it; 10 s: a lost permit fails, not hangs
+    timespec d;
+    clock_gettime(CLOCK_MONOTONIC, &d);
+    d.tv_sec += 10;
+    r2 = shmsem_acquire_until(s, &d, &l2);
+  });
+  ASSERT_TRUE(wait_until([&] { return s->core->waiting.load() == 2; }));
+  // Park the waiter at its next wake-up, before it looks at its word.
+  int p = gate.arm(HookPoint::WAIT_WOKEN, 1);
+  ASSERT_TRUE(gate.wait_arrived(p));
+  ASSERT_EQ(shmsem_release(s, &held), 0);  // granted to it
+  EXPECT_EQ(word_of(s, slot), detail::kSlotGranted);
+  Children kids;
+  pid_t holder = spawn_holder_at(kids, seg, HookPoint::ACQUIRE_LOCKED, SIGSTOP);
+  shmsem_cancel(&c);  // too late to cancel: the grant won
+  gate.resume(p);
+  ASSERT_TRUE(wait_until([&] { return done.load(); }));
+  EXPECT_EQ(r.load(), -ECANCELED) << "the grant is given up, not kept";
+  EXPECT_EQ(word_of(s, slot), detail::kSlotLeft);
+  kill(holder, SIGCONT);
+  EXPECT_EQ(kids.wait(holder), 1);  // its try found no permit
+  EXPECT_GE(shmsem_recover(s), 0);  // meets the slot if nobody did yet
+  t2.join();
+  end = true;
+  t.join();
+  ASSERT_EQ(r2.load(), 0) << "the permit went to a waiter that had left";
+  EXPECT_EQ(word_of(s, slot), detail::kSlotFree);
+  EXPECT_EQ(shmsem_release(s, &l2), 0);
+  EXPECT_COUNTS(s, 1, 0, 0, 0);
+  EXPECT_INVARIANTS(s);
+}
+
+// The releaser has chosen the head and reserved the lease for it when the
+// head leaves without the lock (its limit reached while the releaser holds
+// it). The grant's CAS from WAITING fails, the slot is freed, and the
+// permit goes to the next waiter. A plain store of GRANTED would hand the
+// permit to a waiter that is gone, and the one behind would wait forever.
+TEST(Lock, WaiterLeavingWhileItsGrantIsUnderWayIsPassedOver) {
+  Segment seg(1);
+  shmsem_t *s = seg.get();
+  shmsem_lease_t held;
+  ASSERT_EQ(shmsem_acquire(s, &held), 0);
+  shmsem_cancel_t c;
+  shmsem_cancel_init(&c);
+  std::atomic<int> r{1}, r2{1}, rr{1};
+  std::atomic<bool> done{false}, end{false};
+  std::thread t([&] {
+    shmsem_lease_t l;
+    r = shmsem_acquire_ex(s, nullptr, &c, 0, &l);
+    done = true;
+    while (!end.load()) usleep(1000);  // alive: nothing reclaims its slot
+  });
+  ASSERT_TRUE(wait_until([&] { return s->core->waiting.load() == 1; }));
+  const uint32_t slot = s->core->head;
+  shmsem_lease_t l2;
+  std::thread t2([&] {  // behind it; 10 s: a lost permit fails, not hangs
+    timespec d;
+    clock_gettime(CLOCK_MONOTONIC, &d);
+    d.tv_sec += 10;
+    r2 = shmsem_acquire_until(s, &d, &l2);
+  });
+  ASSERT_TRUE(wait_until([&] { return s->core->waiting.load() == 2; }));
+  HookGate gate;
+  int p = gate.arm(HookPoint::RELEASE_RESERVED, 2);
+  std::thread rel([&] {
+    HookGate::tag_this_thread(2);
+    rr = shmsem_release(s, &held);
+  });
+  ASSERT_TRUE(gate.wait_arrived(p));  // holds the lock; word still WAITING
+  shmsem_cancel(&c);  // returns once the waiter has left by itself
+  ASSERT_TRUE(wait_until([&] { return done.load(); }));
+  EXPECT_EQ(r.load(), -ECANCELED);
+  EXPECT_EQ(word_of(s, slot), detail::kSlotLeftQueued);
+  gate.resume(p);
+  rel.join();
+  EXPECT_EQ(rr.load(), 0);
+  t2.join();
+  end = true;
+  t.join();
+  ASSERT_EQ(r2.load(), 0) << "the permit went to a waiter that had left";
+  EXPECT_EQ(word_of(s, slot), detail::kSlotFree);
+  EXPECT_EQ(shmsem_release(s, &l2), 0);
+  EXPECT_COUNTS(s, 1, 0, 0, 0);
+  EXPECT_INVARIANTS(s);
 }
 
 // Killed after taking the word, before naming itself (the record names the

@@ -42,13 +42,14 @@ struct CancelCleanup {
   shmsem_t *s;
   const Waiter *w;
   shmsem_cancel_t *cancel;
+  const Limit *limit;
 };
 
 void leave_on_thread_cancel(void *arg) {
   auto *c = static_cast<CancelCleanup *>(arg);
   c->s->slots[c->w->slot].sleeping.store(0, std::memory_order_relaxed);
   shmsem_lease_t lease;
-  if (waiter_abandon(c->s, *c->w, -ECANCELED, &lease) == 0)
+  if (waiter_abandon(c->s, *c->w, -ECANCELED, c->limit, &lease) == 0)
     release(c->s, &lease);
   if (c->cancel) cancel_disarm(c->cancel);
 }
@@ -128,13 +129,13 @@ int acquire(shmsem_t *s, const timespec *deadline_ts, shmsem_cancel_t *cancel,
                            type == PTHREAD_CANCEL_DEFERRED;
 
   if (cancel && !cancel_arm(cancel, s, w.slot, w.ticket))
-    return waiter_abandon(s, w, -ECANCELED, lease);
+    return waiter_abandon(s, w, -ECANCELED, &limit, lease);
 
   std::atomic<uint32_t> *word = waiter_word(s, w);
   std::atomic<uint32_t> &sleeping = s->slots[w.slot].sleeping;
   bool spun = false;
   for (;;) {
-    r = waiter_poll(s, w, lease);
+    r = waiter_poll(s, w, &limit, lease);
     if (r != -EINPROGRESS) break;
     if (!spun) {
       // Spin briefly before sleeping: a grant that comes within a few
@@ -146,7 +147,7 @@ int acquire(shmsem_t *s, const timespec *deadline_ts, shmsem_cancel_t *cancel,
     uint64_t now = mono_ns();
     if (deadline_ts && now >= deadline) {
       SHMSEM_HOOK(WAIT_TIMEOUT_FIRED);
-      r = waiter_abandon(s, w, -ETIMEDOUT, lease);
+      r = waiter_abandon(s, w, -ETIMEDOUT, &limit, lease);
       break;
     }
     // One waiter at a time, the watcher, polls the owners for deaths; the
@@ -162,21 +163,21 @@ int acquire(shmsem_t *s, const timespec *deadline_ts, shmsem_cancel_t *cancel,
     sleeping.store(1, std::memory_order_seq_cst);
     int fr = -EAGAIN;
     if (word->load(std::memory_order_seq_cst) == kSlotWaiting) {
-      CancelCleanup ctx{s, &w, cancel};
+      CancelCleanup ctx{s, &w, cancel, &limit};
       fr = cancellable ? sleep_cancellable(&ctx, wake_at)
                        : futex_wait(word, kSlotWaiting, wake_at);
     }
     sleeping.store(0, std::memory_order_relaxed);
     SHMSEM_HOOK(WAIT_WOKEN);
     if (fr == -EINTR && (flags & SHMSEM_WAIT_INTERRUPTIBLE)) {
-      r = waiter_abandon(s, w, -EINTR, lease);
+      r = waiter_abandon(s, w, -EINTR, &limit, lease);
       break;
     }
     if (cancel && cancel_fired(cancel)) {
       // The canceller normally wins the transition itself; this covers a
       // handle fired between arm and the first sleep.
       SHMSEM_HOOK(WAIT_CANCEL_SEEN);
-      r = waiter_abandon(s, w, -ECANCELED, lease);
+      r = waiter_abandon(s, w, -ECANCELED, &limit, lease);
       break;
     }
   }

@@ -19,6 +19,7 @@ namespace shmsem::detail {
   X(WAIT_TIMEOUT_FIRED)        /* deadline passed, cancel not yet run */      \
   X(WAIT_CANCEL_SEEN)          /* cancellation seen, not yet run */           \
   X(WAIT_RETURN_LOCKED)        /* waiter completing, holds the lock */        \
+  X(WAIT_LEAVING)              /* lock not had by the limit, word not CASed */\
   X(WAIT_CONSUME_COMMITTED)    /* lease RESERVED->HELD, slot not yet freed */ \
   X(RELEASE_LOCKED)            /* release holds the lock, nothing changed */  \
   X(RELEASE_CHOSEN)            /* head unlinked, lease not yet RESERVED */    \

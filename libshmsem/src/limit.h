@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include <algorithm>
+#include <atomic>
 
 #include "cancel.h"
 #include "clock.h"
@@ -21,6 +22,10 @@ struct Limit {
   uint64_t deadline = 0;               // mono_ns() time; 0: none
   shmsem_cancel_t *cancel = nullptr;   // fired: -ECANCELED
   bool interruptible = false;          // a signal: -EINTR
+  // -ECANCELED once *watch no longer holds watch_value (a canceller waiting
+  // for the lock gives up when the waiter it cancels has left by itself).
+  const std::atomic<uint32_t> *watch = nullptr;
+  uint32_t watch_value = 0;
 };
 
 // One bounded step under a Limit. The step ends once the caller's deadline
@@ -30,8 +35,8 @@ struct Limit {
 // once. A null limit never ends the step.
 class StepLimit {
  public:
-  // How often a sleeper looks at a cancel handle, and at a manual test
-  // clock: neither can wake it.
+  // How often a sleeper looks at a cancel handle, a watched word and a
+  // manual test clock: none of them can wake it.
   static constexpr uint64_t kPollNs = 2'000'000;
 
   StepLimit(const Limit *limit, uint64_t floor_ns)
@@ -41,6 +46,9 @@ class StepLimit {
   int reached() const {
     if (!l_) return 0;
     if (l_->cancel && cancel_fired(l_->cancel)) return -ECANCELED;
+    if (l_->watch &&
+        l_->watch->load(std::memory_order_acquire) != l_->watch_value)
+      return -ECANCELED;
     if (l_->deadline && mono_ns() >= l_->deadline &&
         real_mono_ns() >= floor_at_)
       return -ETIMEDOUT;
@@ -56,7 +64,7 @@ class StepLimit {
   uint64_t wake_by(uint64_t at) const {
     if (!l_) return at;
     uint64_t t = at ? at : ~uint64_t{0};
-    if (l_->cancel || (l_->deadline && clock_is_manual()))
+    if (l_->cancel || l_->watch || (l_->deadline && clock_is_manual()))
       t = std::min(t, real_mono_ns() + kPollNs);
     if (l_->deadline && !clock_is_manual())
       t = std::min(t, std::max(l_->deadline, floor_at_));

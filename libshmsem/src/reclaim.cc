@@ -165,6 +165,13 @@ int reclaim_one(shmsem_t *s, const Candidate &cand,
     WaiterSlot &ws = s->slots[cand.idx];
     uint32_t word = ws.word.load(std::memory_order_relaxed);
     if (word == kSlotFree || !same(ws.owner, cand.owner)) return 0;
+    if (slot_left(word)) {
+      // Left by its owner without the lock (alive or not): free it.
+      uint32_t g = sweep_left(s, cand.idx);
+      if (g != kNone) wake->push_back(g);
+      SHMSEM_HOOK(RECLAIM_ONE);
+      return 1;
+    }
     if (word == kSlotWaiting) queue_unlink(s, cand.idx);
     uint32_t l = word == kSlotGranted ? ws.lease : kNone;
     slot_free(s, cand.idx);  // commit
@@ -241,20 +248,24 @@ int reclaim(shmsem_t *s, const Limit *limit) {
   const StepLimit step(limit, kPassFloorNs);
   // 1. Without the lock: the records in use, and is each owner alive? A
   // process that cannot prove it shares the segment's PID namespace judges
-  // nobody (every pid it would look up may name another process).
+  // nobody (every pid it would look up may name another process), but it
+  // frees slots whose owner left.
+  // Slots whose owner left without the lock need no verdict.
   std::vector<Candidate> dead;
-  if (may_judge(s->pidns)) {
-    Verdicts v;
-    for_each_in_use(s, [&](uint32_t, bool slot, const Owner &o) {
+  const bool judge = may_judge(s->pidns);
+  Verdicts v;
+  for_each_in_use(s, [&](uint32_t idx, bool slot, const Owner &o) {
+    if (slot && slot_left(s->slots[idx].word.load(std::memory_order_relaxed)))
+      dead.push_back({idx, true, o});
+    else if (judge)
       v.add(slot, o);
+  });
+  // Only if someone is dead: the records that name them (read again; a
+  // record that changed meanwhile is simply judged on its new bytes).
+  if (judge && v.settle(step))
+    for_each_in_use(s, [&](uint32_t idx, bool slot, const Owner &o) {
+      if (v.dead(slot, o)) dead.push_back({idx, slot, o});
     });
-    // Only if someone is dead: the records that name them (read again; a
-    // record that changed meanwhile is simply judged on its new bytes).
-    if (v.settle(step))
-      for_each_in_use(s, [&](uint32_t idx, bool slot, const Owner &o) {
-        if (v.dead(slot, o)) dead.push_back({idx, slot, o});
-      });
-  }
   if (dead.empty()) {
     // Still take the lock once: if its owner died inside a critical
     // section, this is what runs repair() when nobody else is locking
@@ -307,9 +318,10 @@ void adopt_if_orphaned(shmsem_t *s, uint32_t slot, const Limit *limit) {
   LockGuard guard(s, limit);
   if (guard.error()) return;
   uint32_t wt = s->core->watcher.load(std::memory_order_relaxed);
-  if (wt >= s->max_waiters ||
-      s->slots[wt].word.load(std::memory_order_relaxed) == kSlotFree)
-    s->core->watcher = slot;
+  uint32_t word = wt < s->max_waiters
+                      ? s->slots[wt].word.load(std::memory_order_relaxed)
+                      : kSlotFree;
+  if (word == kSlotFree || slot_left(word)) s->core->watcher = slot;
 }
 
 }  // namespace

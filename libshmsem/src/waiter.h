@@ -30,13 +30,24 @@ inline std::atomic<uint32_t> *waiter_word(shmsem_t *s, const Waiter &w) {
 
 // -EINPROGRESS while still queued; otherwise completes the wait: 0 with
 // `lease` (granted), -ECANCELED or -ESHUTDOWN. After completion `w` is dead.
-int waiter_poll(shmsem_t *s, const Waiter &w, shmsem_lease_t *lease);
+// Completing takes the lock; if `limit` is reached while another holds it,
+// the waiter leaves without it (below) and `limit`'s error is returned.
+int waiter_poll(shmsem_t *s, const Waiter &w, const Limit *limit,
+                shmsem_lease_t *lease);
 
 // Give up with `reason` (-ETIMEDOUT, -ECANCELED, -EINTR). One-shot: if a
 // grant (or cancel, or shutdown) already won, returns that outcome instead,
 // e.g. 0 with `lease` if the grant won. After it `w` is dead.
+//
+// Leaving without the lock: when `limit` is reached while another process
+// holds the lock (stopped, or a writer named a live thread in the lock
+// word), the waiter changes its own slot word with one CAS (WAITING ->
+// LEFT_QUEUED; GRANTED, CANCELLED, CLOSED -> LEFT) and returns `limit`'s
+// error (-ECANCELED or -ESHUTDOWN if that was already the outcome). A
+// grant that had already won is given up then: its permit goes on to the
+// next waiter. The next lock holder that meets the slot frees it.
 int waiter_abandon(shmsem_t *s, const Waiter &w, int reason,
-                   shmsem_lease_t *lease);
+                   const Limit *limit, shmsem_lease_t *lease);
 
 // Another thread cancels the wait of (slot, ticket): WAITING->CANCELLED and a
 // wake-up. No effect if that wait already completed.

@@ -20,6 +20,7 @@
 
 #include "handle.h"
 #include "layout.h"
+#include "lock.h"
 #include "support/hook_gate.h"
 #include "support/process.h"
 #include "support/segment.h"
@@ -179,6 +180,42 @@ TEST(Lock, StoppedHolderHoldsNoCallPastItsLimit) {
   EXPECT_INVARIANTS(s);
   EXPECT_EQ(shmsem_try_acquire(s, &l), 0);
   EXPECT_EQ(shmsem_release(s, &l), 0);
+}
+
+// A holder seen runnable is preempted, not stuck: a try (or a past
+// deadline) waits for it up to kLockRunningFloorNs instead of the 100 ms a
+// stopped or sleeping one gets, so a busy machine does not fail tries. The
+// bound is a lower one, from the protocol: the call cannot return sooner.
+std::atomic<bool> g_spin_in_lock{false};
+
+void spin_in_lock_hook(HookPoint p, void *) {
+  if (p != HookPoint::ACQUIRE_LOCKED || HookGate::this_thread_tag() != 3)
+    return;
+  while (g_spin_in_lock.load()) {
+  }
+}
+
+TEST(Lock, RunningHolderIsWaitedForLongerThanAStoppedOne) {
+  Segment seg(1);
+  shmsem_t *s = seg.get();
+  g_spin_in_lock = true;
+  testing::set_hook(spin_in_lock_hook, nullptr);
+  std::thread holder([&] {
+    HookGate::tag_this_thread(3);
+    shmsem_lease_t l;
+    if (shmsem_try_acquire(s, &l) == 0) shmsem_release(s, &l);
+  });
+  ASSERT_TRUE(wait_until([&] { return lock_word_now(s) != 0; }));
+  auto t0 = std::chrono::steady_clock::now();
+  shmsem_lease_t l;
+  EXPECT_EQ(shmsem_try_acquire(s, &l), -EAGAIN);
+  auto waited = std::chrono::steady_clock::now() - t0;
+  g_spin_in_lock = false;
+  holder.join();
+  testing::set_hook(nullptr, nullptr);
+  EXPECT_GE(waited, std::chrono::nanoseconds(detail::kLockRunningFloorNs));
+  EXPECT_COUNTS(s, 1, 0, 0, 0);
+  EXPECT_INVARIANTS(s);
 }
 
 // A queued waiter needs the lock to complete. If its limit is reached while

@@ -4,8 +4,6 @@
 #include <limits.h>
 #include <string.h>
 
-#include <algorithm>
-
 #include <shmsem/shmsem.h>
 
 #include "acquire.h"
@@ -75,10 +73,11 @@ SHMSEM_API int shmsem_try_acquire(shmsem_t *s, shmsem_lease_t *lease) {
   if (!s || !lease) return -EINVAL;
   if (foreign_pidns(s)) return -EXDEV;
   // Never blocks for long: a lock held by someone else, or a reclamation
-  // pass, gets the floor of a limit that has already passed (about a
-  // millisecond each), then the try fails as if no permit were free.
+  // pass, gets the floor of a limit that has already passed (lock.h,
+  // reclaim.h), then the try fails as if no permit were free. The deadline
+  // is "long past", not "now": no clock read on the uncontended path.
   d::Waiter w;
-  const d::Limit now{std::max<uint64_t>(d::mono_ns(), 1)};
+  const d::Limit now{1};
   int r = d::waiter_start(s, false, &now, &w, lease);
   if (r == -EAGAIN && d::maybe_reclaim(s, &now) > 0)
     r = d::waiter_start(s, false, &now, &w, lease);

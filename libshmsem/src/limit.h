@@ -40,7 +40,13 @@ class StepLimit {
   static constexpr uint64_t kPollNs = 2'000'000;
 
   StepLimit(const Limit *limit, uint64_t floor_ns)
-      : l_(limit), floor_at_(limit ? real_mono_ns() + floor_ns : 0) {}
+      : l_(limit),
+        start_(limit ? real_mono_ns() : 0),
+        floor_at_(start_ + floor_ns) {}
+
+  // The floor becomes `floor_ns` from the start of the step (longer while
+  // the process waited for is seen making progress).
+  void set_floor(uint64_t floor_ns) { floor_at_ = start_ + floor_ns; }
 
   // 0 while the step may go on; else -ECANCELED or -ETIMEDOUT.
   int reached() const {
@@ -74,6 +80,7 @@ class StepLimit {
 
  private:
   const Limit *l_;
+  uint64_t start_;
   uint64_t floor_at_;
 };
 

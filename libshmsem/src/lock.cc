@@ -87,6 +87,16 @@ bool holder_dead(shmsem_t *s, uint32_t word) {
   return o.pid && process_verdict(o) == Verdict::kDead;
 }
 
+// The holder named by `word` is runnable (or in a short uninterruptible
+// sleep): preempted, not stuck. Anything else, or unknown, is not.
+bool holder_running(shmsem_t *s, uint32_t word) {
+  if (!may_judge(s->pidns)) return false;
+  uint64_t start;
+  char state = 0;
+  return proc_stat(pid_t(word & kLockTidMask), &start, &state) &&
+         (state == 'R' || state == 'D');
+}
+
 // The caller's name in the lock record. The identity fields are rewritten
 // (under the sequence count) only when another thread held the lock last;
 // the common case is four loads and one store of the tid.
@@ -134,7 +144,7 @@ int lock_slow(shmsem_t *s, uint32_t me, const Limit *limit) {
     __builtin_ia32_pause();
 #endif
   }
-  const StepLimit step(limit, kLockFloorNs);
+  StepLimit step(limit, kLockFloorNs);
   bool judged = false;  // the holder was looked at at least once
   uint64_t interval = kCheckNs;
   uint64_t check_at = real_mono_ns() + interval;
@@ -200,6 +210,9 @@ int lock_slow(shmsem_t *s, uint32_t me, const Limit *limit) {
             return 1;
         } else {
           SHMSEM_HOOK(LOCK_HOLDER_ALIVE);
+          if (step.limited())
+            step.set_floor(holder_running(s, v) ? kLockRunningFloorNs
+                                                : kLockFloorNs);
         }
       }
       interval = std::min(interval * 2, kMaxCheckNs);

@@ -25,9 +25,13 @@ void unlock(shmsem_t *s);
 
 // A wait for the lock lasts at least this long before a deadline that has
 // already passed ends it: a try must not fail because the holder was
-// preempted inside the critical section on a busy machine (64 processes
-// contending on 2 CPUs under a sanitizer saw waits past 20 ms).
+// preempted inside the critical section on a busy machine. kLockFloorNs
+// when the holder is seen stopped or asleep (it is not getting anywhere),
+// or cannot be seen; kLockRunningFloorNs while it is seen runnable
+// (preempted: 64 processes contending on 2 CPUs under a sanitizer, beside
+// other work, saw single holds past 100 ms).
 inline constexpr uint64_t kLockFloorNs = 100'000'000;
+inline constexpr uint64_t kLockRunningFloorNs = 1'000'000'000;
 
 class LockGuard {
  public:

@@ -32,12 +32,14 @@ constexpr int kPoints = int(HookPoint::kCount);
 // shmsem_create's steps have their own test (create_test.cc): the victim
 // opens an existing semaphore and never passes them.
 // Points the victim's script does not pass through on purpose: create (it
-// opens an existing semaphore) and a lock waiter's verdict that a holder is
-// alive (only a holder slower than 1 ms gets one). tests/create_test.cc and
-// tests/lock_test.cc cover them.
+// opens an existing semaphore), a lock waiter's verdict that a holder is
+// alive (only a holder slower than 1 ms gets one) and a waiter leaving
+// without the lock (only past its limit while a stopped process holds the
+// lock). tests/create_test.cc and tests/lock_test.cc cover them.
 bool is_create_point(int point) {
   switch (HookPoint(point)) {
     case HookPoint::LOCK_HOLDER_ALIVE:
+    case HookPoint::WAIT_LEAVING:
     case HookPoint::CREATE_OPENED:
     case HookPoint::CREATE_SIZED:
     case HookPoint::CREATE_INITIALISED:

@@ -20,6 +20,8 @@
 
 #include "handle.h"
 #include "layout.h"
+#include "lock.h"
+#include "support/hook_gate.h"
 #include "support/process.h"
 #include "support/segment.h"
 #include "testing.h"
@@ -86,7 +88,7 @@ TEST(Lock, StoppedHolderIsWaitedForNotRobbed) {
   std::atomic<bool> done{false};
   std::thread t([&] {
     shmsem_lease_t l;
-    r = shmsem_try_acquire(seg.get(), &l);
+    r = shmsem_acquire(seg.get(), &l);  // no limit: waits as long as it takes
     if (r == 0) shmsem_release(seg.get(), &l);
     done = true;
   });
@@ -101,6 +103,285 @@ TEST(Lock, StoppedHolderIsWaitedForNotRobbed) {
   EXPECT_EQ(repairs(seg.get()), 0u);
   EXPECT_COUNTS(seg.get(), 1, 0, 0, 0);
   EXPECT_INVARIANTS(seg.get());
+}
+
+// A stopped holder is waited for, but never past the waiter's own limit:
+// its deadline (a try has one that has already passed), its cancel handle,
+// or a signal if the wait is interruptible. The waiter leaves owning
+// nothing and changing nothing; when the holder goes on, all is well.
+shmsem_cancel_t *g_cancel_on_alive;
+
+void cancel_on_alive_hook(HookPoint p, void *) {
+  if (p == HookPoint::LOCK_HOLDER_ALIVE && g_cancel_on_alive)
+    shmsem_cancel(g_cancel_on_alive);
+}
+
+void on_usr1(int) {}
+
+timespec in_ms(int ms) {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  ts.tv_nsec += long(ms) * 1'000'000;
+  ts.tv_sec += ts.tv_nsec / 1'000'000'000;
+  ts.tv_nsec %= 1'000'000'000;
+  return ts;
+}
+
+TEST(Lock, StoppedHolderHoldsNoCallPastItsLimit) {
+  Segment seg(1);
+  shmsem_t *s = seg.get();
+  Children kids;
+  pid_t holder = spawn_holder_at(kids, seg, HookPoint::ACQUIRE_LOCKED, SIGSTOP);
+  ASSERT_NE(lock_word_now(s), 0u);
+  shmsem_lease_t l;
+  EXPECT_EQ(shmsem_try_acquire(s, &l), -EAGAIN);
+  timespec soon = in_ms(20);
+  EXPECT_EQ(shmsem_acquire_until(s, &soon, &l), -ETIMEDOUT);
+  timespec past = in_ms(0);
+  EXPECT_EQ(shmsem_acquire_until(s, &past, &l), -ETIMEDOUT);
+
+  // Cancelled from a hook at the waiter's first "holder alive" verdict, so
+  // the handle fires while the wait for the lock is on.
+  shmsem_cancel_t c;
+  shmsem_cancel_init(&c);
+  g_cancel_on_alive = &c;
+  testing::set_hook(cancel_on_alive_hook, nullptr);
+  EXPECT_EQ(shmsem_acquire_ex(s, nullptr, &c, 0, &l), -ECANCELED);
+  testing::set_hook(nullptr, nullptr);
+  g_cancel_on_alive = nullptr;
+
+  // A signal ends an interruptible wait for the lock; a plain one goes on.
+  // Signalled until the call returns, so the outcome does not depend on
+  // where the signal lands.
+  struct sigaction sa {};
+  sa.sa_handler = on_usr1;
+  ASSERT_EQ(sigaction(SIGUSR1, &sa, nullptr), 0);
+  std::atomic<int> r{1};
+  std::atomic<bool> done{false};
+  std::thread t([&] {
+    shmsem_lease_t tl;
+    r = shmsem_acquire_ex(s, nullptr, nullptr, SHMSEM_WAIT_INTERRUPTIBLE, &tl);
+    done = true;
+  });
+  for (int i = 0; i < 20000 && !done.load(); i++) {
+    pthread_kill(t.native_handle(), SIGUSR1);
+    wait_until([&] { return done.load(); }, std::chrono::milliseconds(1));
+  }
+  t.join();
+  signal(SIGUSR1, SIG_DFL);
+  EXPECT_EQ(r.load(), -EINTR);
+
+  // Nothing changed while the holder was stopped; it finishes its call.
+  EXPECT_NE(lock_word_now(s), 0u);
+  kill(holder, SIGCONT);
+  EXPECT_EQ(kids.wait(holder), 0);
+  EXPECT_EQ(repairs(s), 0u);
+  EXPECT_COUNTS(s, 1, 0, 0, 0);
+  EXPECT_INVARIANTS(s);
+  EXPECT_EQ(shmsem_try_acquire(s, &l), 0);
+  EXPECT_EQ(shmsem_release(s, &l), 0);
+}
+
+// A holder seen runnable is preempted, not stuck: a try (or a past
+// deadline) waits for it up to kLockRunningFloorNs instead of the 100 ms a
+// stopped or sleeping one gets, so a busy machine does not fail tries. The
+// bound is a lower one, from the protocol: the call cannot return sooner.
+std::atomic<bool> g_spin_in_lock{false};
+
+void spin_in_lock_hook(HookPoint p, void *) {
+  if (p != HookPoint::ACQUIRE_LOCKED || HookGate::this_thread_tag() != 3)
+    return;
+  while (g_spin_in_lock.load()) {
+  }
+}
+
+TEST(Lock, RunningHolderIsWaitedForLongerThanAStoppedOne) {
+  Segment seg(1);
+  shmsem_t *s = seg.get();
+  g_spin_in_lock = true;
+  testing::set_hook(spin_in_lock_hook, nullptr);
+  std::thread holder([&] {
+    HookGate::tag_this_thread(3);
+    shmsem_lease_t l;
+    if (shmsem_try_acquire(s, &l) == 0) shmsem_release(s, &l);
+  });
+  ASSERT_TRUE(wait_until([&] { return lock_word_now(s) != 0; }));
+  auto t0 = std::chrono::steady_clock::now();
+  shmsem_lease_t l;
+  EXPECT_EQ(shmsem_try_acquire(s, &l), -EAGAIN);
+  auto waited = std::chrono::steady_clock::now() - t0;
+  g_spin_in_lock = false;
+  holder.join();
+  testing::set_hook(nullptr, nullptr);
+  EXPECT_GE(waited, std::chrono::nanoseconds(detail::kLockRunningFloorNs));
+  EXPECT_COUNTS(s, 1, 0, 0, 0);
+  EXPECT_INVARIANTS(s);
+}
+
+// A queued waiter needs the lock to complete. If its limit is reached while
+// a stopped process holds the lock, it leaves without it: one CAS on its
+// own slot word (WAITING -> LEFT_QUEUED, GRANTED -> LEFT), and the next
+// lock holder that meets the slot frees it. Those queued behind it are not
+// blocked by it. (Before: it waited, past its limit, until the holder went
+// on; and so did its canceller.)
+uint32_t word_of(shmsem_t *s, uint32_t slot) {
+  return s->slots[slot].word.load();
+}
+
+TEST(Lock, QueuedWaiterLeavesWithoutTheLockWhenItsLimitIsReached) {
+  Segment seg(1);
+  shmsem_t *s = seg.get();
+  shmsem_lease_t held;
+  ASSERT_EQ(shmsem_acquire(s, &held), 0);
+  shmsem_cancel_t c;
+  shmsem_cancel_init(&c);
+  std::atomic<int> r{1}, r2{1};
+  std::atomic<bool> done{false}, end{false};
+  std::thread t([&] {
+    shmsem_lease_t l;
+    r = shmsem_acquire_ex(s, nullptr, &c, 0, &l);
+    done = true;
+    while (!end.load()) usleep(1000);  // alive: nothing reclaims its slot
+  });
+  ASSERT_TRUE(wait_until([&] { return s->core->waiting.load() == 1; }));
+  const uint32_t slot = s->core->head;
+  shmsem_lease_t l2;
+  std::thread t2([&] {  // behind it; 10 s: a lost permit fails, not hangs
+    timespec d;
+    clock_gettime(CLOCK_MONOTONIC, &d);
+    d.tv_sec += 10;
+    r2 = shmsem_acquire_until(s, &d, &l2);
+  });
+  ASSERT_TRUE(wait_until([&] { return s->core->waiting.load() == 2; }));
+  Children kids;
+  pid_t holder = spawn_holder_at(kids, seg, HookPoint::ACQUIRE_LOCKED, SIGSTOP);
+  shmsem_cancel(&c);  // returns once the waiter has left by itself
+  ASSERT_TRUE(wait_until([&] { return done.load(); }));
+  EXPECT_EQ(r.load(), -ECANCELED);
+  EXPECT_EQ(word_of(s, slot), detail::kSlotLeftQueued);
+  EXPECT_NE(lock_word_now(s), 0u) << "the stopped holder still has the lock";
+  kill(holder, SIGCONT);
+  EXPECT_EQ(kids.wait(holder), 1);  // its try found no permit
+  // The permit passes over the slot that was left, to the waiter behind.
+  ASSERT_EQ(shmsem_release(s, &held), 0);
+  t2.join();
+  end = true;
+  t.join();
+  ASSERT_EQ(r2.load(), 0) << "the permit went to a waiter that had left";
+  EXPECT_EQ(word_of(s, slot), detail::kSlotFree);
+  EXPECT_EQ(shmsem_release(s, &l2), 0);
+  EXPECT_COUNTS(s, 1, 0, 0, 0);
+  EXPECT_INVARIANTS(s);
+}
+
+// The grant won, but the waiter cannot take the lock to turn it into its
+// lease before its limit: it gives the grant up (GRANTED -> LEFT) and the
+// permit goes on to the next waiter, through whoever meets the slot next
+// (here a reclamation pass).
+TEST(Lock, GrantThatCannotBeTakenBeforeTheLimitGoesToTheNextWaiter) {
+  Segment seg(1);
+  shmsem_t *s = seg.get();
+  shmsem_lease_t held;
+  ASSERT_EQ(shmsem_acquire(s, &held), 0);
+  shmsem_cancel_t c;
+  shmsem_cancel_init(&c);
+  HookGate gate;
+  std::atomic<int> r{1}, r2{1};
+  std::atomic<bool> done{false}, end{false};
+  std::thread t([&] {
+    HookGate::tag_this_thread(1);
+    shmsem_lease_t l;
+    r = shmsem_acquire_ex(s, nullptr, &c, 0, &l);
+    done = true;
+    while (!end.load()) usleep(1000);  // alive: nothing reclaims its slot
+  });
+  ASSERT_TRUE(wait_until([&] { return s->core->waiting.load() == 1; }));
+  const uint32_t slot = s->core->head;
+  shmsem_lease_t l2;
+  std::thread t2([&] {  // behind it; 10 s: a lost permit fails, not hangs
+    timespec d;
+    clock_gettime(CLOCK_MONOTONIC, &d);
+    d.tv_sec += 10;
+    r2 = shmsem_acquire_until(s, &d, &l2);
+  });
+  ASSERT_TRUE(wait_until([&] { return s->core->waiting.load() == 2; }));
+  // Park the waiter at its next wake-up, before it looks at its word.
+  int p = gate.arm(HookPoint::WAIT_WOKEN, 1);
+  ASSERT_TRUE(gate.wait_arrived(p));
+  ASSERT_EQ(shmsem_release(s, &held), 0);  // granted to it
+  EXPECT_EQ(word_of(s, slot), detail::kSlotGranted);
+  Children kids;
+  pid_t holder = spawn_holder_at(kids, seg, HookPoint::ACQUIRE_LOCKED, SIGSTOP);
+  shmsem_cancel(&c);  // too late to cancel: the grant won
+  gate.resume(p);
+  ASSERT_TRUE(wait_until([&] { return done.load(); }));
+  EXPECT_EQ(r.load(), -ECANCELED) << "the grant is given up, not kept";
+  EXPECT_EQ(word_of(s, slot), detail::kSlotLeft);
+  kill(holder, SIGCONT);
+  EXPECT_EQ(kids.wait(holder), 1);  // its try found no permit
+  EXPECT_GE(shmsem_recover(s), 0);  // meets the slot if nobody did yet
+  t2.join();
+  end = true;
+  t.join();
+  ASSERT_EQ(r2.load(), 0) << "the permit went to a waiter that had left";
+  EXPECT_EQ(word_of(s, slot), detail::kSlotFree);
+  EXPECT_EQ(shmsem_release(s, &l2), 0);
+  EXPECT_COUNTS(s, 1, 0, 0, 0);
+  EXPECT_INVARIANTS(s);
+}
+
+// The releaser has chosen the head and reserved the lease for it when the
+// head leaves without the lock (its limit reached while the releaser holds
+// it). The grant's CAS from WAITING fails, the slot is freed, and the
+// permit goes to the next waiter. A plain store of GRANTED would hand the
+// permit to a waiter that is gone, and the one behind would wait forever.
+TEST(Lock, WaiterLeavingWhileItsGrantIsUnderWayIsPassedOver) {
+  Segment seg(1);
+  shmsem_t *s = seg.get();
+  shmsem_lease_t held;
+  ASSERT_EQ(shmsem_acquire(s, &held), 0);
+  shmsem_cancel_t c;
+  shmsem_cancel_init(&c);
+  std::atomic<int> r{1}, r2{1}, rr{1};
+  std::atomic<bool> done{false}, end{false};
+  std::thread t([&] {
+    shmsem_lease_t l;
+    r = shmsem_acquire_ex(s, nullptr, &c, 0, &l);
+    done = true;
+    while (!end.load()) usleep(1000);  // alive: nothing reclaims its slot
+  });
+  ASSERT_TRUE(wait_until([&] { return s->core->waiting.load() == 1; }));
+  const uint32_t slot = s->core->head;
+  shmsem_lease_t l2;
+  std::thread t2([&] {  // behind it; 10 s: a lost permit fails, not hangs
+    timespec d;
+    clock_gettime(CLOCK_MONOTONIC, &d);
+    d.tv_sec += 10;
+    r2 = shmsem_acquire_until(s, &d, &l2);
+  });
+  ASSERT_TRUE(wait_until([&] { return s->core->waiting.load() == 2; }));
+  HookGate gate;
+  int p = gate.arm(HookPoint::RELEASE_RESERVED, 2);
+  std::thread rel([&] {
+    HookGate::tag_this_thread(2);
+    rr = shmsem_release(s, &held);
+  });
+  ASSERT_TRUE(gate.wait_arrived(p));  // holds the lock; word still WAITING
+  shmsem_cancel(&c);  // returns once the waiter has left by itself
+  ASSERT_TRUE(wait_until([&] { return done.load(); }));
+  EXPECT_EQ(r.load(), -ECANCELED);
+  EXPECT_EQ(word_of(s, slot), detail::kSlotLeftQueued);
+  gate.resume(p);
+  rel.join();
+  EXPECT_EQ(rr.load(), 0);
+  t2.join();
+  end = true;
+  t.join();
+  ASSERT_EQ(r2.load(), 0) << "the permit went to a waiter that had left";
+  EXPECT_EQ(word_of(s, slot), detail::kSlotFree);
+  EXPECT_EQ(shmsem_release(s, &l2), 0);
+  EXPECT_COUNTS(s, 1, 0, 0, 0);
+  EXPECT_INVARIANTS(s);
 }
 
 // Killed after taking the word, before naming itself (the record names the
@@ -192,9 +473,10 @@ TEST(Lock, HolderThreadEndedByAnotherThreadsExecIsTakenOver) {
   close(in[0]);
   ASSERT_TRUE(wait_until([&] { return board->parked.load() == 1; }));
   // Once cat runs, the parked thread is gone; our lock waits, proves it,
-  // takes over and repairs.
+  // takes over and repairs. (Not a try: the exec may take longer than a
+  // try waits for a live holder.)
   shmsem_lease_t l;
-  EXPECT_EQ(shmsem_try_acquire(seg.get(), &l), 0);
+  EXPECT_EQ(shmsem_acquire(seg.get(), &l), 0);
   EXPECT_EQ(repairs(seg.get()), 1u);
   EXPECT_EQ(shmsem_release(seg.get(), &l), 0);
   EXPECT_INVARIANTS(seg.get());
@@ -220,7 +502,7 @@ TEST(Lock, LeaderEndedByAnotherThreadsExecHoldsTheLockAtMostUntilTheProcessExits
   std::atomic<bool> done{false};
   std::thread t([&] {
     shmsem_lease_t l;
-    r = shmsem_try_acquire(seg.get(), &l);
+    r = shmsem_acquire(seg.get(), &l);  // no limit: waits as long as it takes
     if (r == 0) shmsem_release(seg.get(), &l);
     done = true;
   });
@@ -271,7 +553,7 @@ TEST(Lock, RequeueByAReadOnlyProcessDelaysButNeverStrandsALockWaiter) {
   std::atomic<bool> done{false};
   std::thread t([&] {
     shmsem_lease_t l;
-    if (shmsem_try_acquire(s, &l) == 0) shmsem_release(s, &l);
+    if (shmsem_acquire(s, &l) == 0) shmsem_release(s, &l);  // no limit
     done = true;
   });
   ASSERT_TRUE(wait_until([&] {
@@ -376,7 +658,7 @@ TEST(Lock, RecordBeingRewrittenIsNeverUsedToJudgeTheHolder) {
   std::atomic<bool> done{false};
   std::thread t([&] {
     shmsem_lease_t l;
-    r = shmsem_try_acquire(seg.get(), &l);
+    r = shmsem_acquire(seg.get(), &l);  // no limit: waits as long as it takes
     if (r == 0) shmsem_release(seg.get(), &l);
     done = true;
   });

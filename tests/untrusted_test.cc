@@ -12,12 +12,14 @@
 #include <atomic>
 #include <functional>
 #include <thread>
+#include <vector>
 
 #include "handle.h"
 #include "layout.h"
 #include "snapshot.h"
 #include "support/process.h"
 #include "support/segment.h"
+#include "testing.h"
 
 namespace shmsem::test {
 namespace {
@@ -370,6 +372,115 @@ TEST(Untrusted, SnapshotJudgesOwnersAfreshEachTime) {
   EXPECT_EQ(snap.holders[0].owner.liveness, "dead");
   close(ready[0]);
   close(ready[1]);
+}
+
+// A writer can name a live thread in the lock word (here a child of ours,
+// asleep): nobody can prove it dead, so everybody waits for it, but no call
+// waits past its own deadline, and a try not for long. Nothing changes.
+TEST(Untrusted, LockWordNamingALiveThreadHoldsNoCallPastItsDeadline) {
+  Segment seg(1);
+  shmsem_t *s = seg.get();
+  int hold[2];
+  ASSERT_EQ(pipe(hold), 0);
+  Children kids;
+  pid_t live = kids.spawn([&] {
+    close(hold[1]);
+    char c;
+    return read(hold[0], &c, 1) == 0 ? 0 : 1;  // until the parent closes it
+  });
+  close(hold[0]);
+  s->core->lock_word.store(uint32_t(live));
+  shmsem_lease_t l;
+  EXPECT_EQ(shmsem_try_acquire(s, &l), -EAGAIN);
+  timespec soon;
+  clock_gettime(CLOCK_MONOTONIC, &soon);
+  soon.tv_nsec = 0;
+  soon.tv_sec += 1;
+  EXPECT_EQ(shmsem_acquire_until(s, &soon, &l), -ETIMEDOUT);
+  EXPECT_EQ(s->core->lock_word.load() & detail::kLockTidMask, uint32_t(live));
+  s->core->lock_word.store(0);
+  close(hold[1]);
+  EXPECT_EQ(kids.wait(live), 0);
+  EXPECT_COUNTS(s, 1, 0, 0, 0);
+  EXPECT_INVARIANTS(s);
+}
+
+// Many distinct dead owners (a writer's, or a mass death): one pass judging
+// every one of them took 3.6 s for 2^20 whatever the caller's deadline. A
+// pass stops at the caller's limit; the next passes go on where it stopped.
+std::atomic<int> g_judged{0};
+shmsem_cancel_t *g_cancel_at_100;
+
+void count_judged_hook(testing::HookPoint p, void *) {
+  if (p != testing::HookPoint::RECLAIM_JUDGED) return;
+  if (++g_judged == 100 && g_cancel_at_100) shmsem_cancel(g_cancel_at_100);
+}
+
+TEST(Untrusted, ManyDeadOwnersHoldNoAcquirePastItsLimit) {
+  constexpr uint32_t kN = 1u << 16;
+  Segment seg(kN);
+  shmsem_t *s = seg.get();
+  std::vector<shmsem_lease_t> held(kN);
+  for (auto &l : held) ASSERT_EQ(shmsem_try_acquire(s, &l), 0);
+  // Every lease now names a process that is gone: one pid (a reaped child
+  // of ours), kN start times, so kN owners to judge.
+  Children kids;
+  pid_t gone = kids.spawn([] { return 0; });
+  ASSERT_EQ(kids.wait(gone), 0);
+  for (uint32_t i = 0; i < kN; i++) {
+    s->leases[i].owner.pid = gone;
+    s->leases[i].owner.start = i + 1;
+  }
+  shmsem_cancel_t c;
+  shmsem_cancel_init(&c);
+  g_cancel_at_100 = &c;
+  g_judged = 0;
+  testing::set_hook(count_judged_hook, nullptr);
+  // No deadline: the call queues, becomes the watcher and runs a pass;
+  // the cancel fired from inside it withdraws the wait and ends the pass.
+  shmsem_lease_t l;
+  int r = shmsem_acquire_ex(s, nullptr, &c, 0, &l);
+  int judged = g_judged.load();
+  testing::set_hook(nullptr, nullptr);
+  g_cancel_at_100 = nullptr;
+  // The pass stopped soon after the cancel, having reclaimed what it had
+  // judged by then (permits with nobody queued: back to the pool).
+  EXPECT_EQ(r, -ECANCELED);
+  EXPECT_GE(judged, 100);
+  EXPECT_LE(judged, 100 + 16);
+  struct shmsem_stat st;
+  ASSERT_EQ(shmsem_stat(s, &st), 0);
+  // (Two of the owners judged are this process and this thread, alive.)
+  EXPECT_LE(st.reclaimed_holders, uint64_t(judged));
+  EXPECT_GE(st.reclaimed_holders, uint64_t(judged - 2));
+  EXPECT_EQ(st.available, st.reclaimed_holders);
+  EXPECT_INVARIANTS(s);
+
+  // A deadline alone (a try): take the permits reclaimed so far, then
+  // a try's pass stops once the deadline has passed and it had its floor
+  // of a millisecond, far short of all kN (it may even judge none if this
+  // thread was preempted that long: then it times out).
+  std::vector<shmsem_lease_t> mine(st.available);
+  for (auto &m : mine) ASSERT_EQ(shmsem_try_acquire(s, &m), 0);
+  g_judged = 0;
+  testing::set_hook(count_judged_hook, nullptr);
+  shmsem_lease_t l2;
+  s->core->last_reclaim_ns.store(0);  // not rate-limited by the pass above
+  const timespec past{0, 1};
+  r = shmsem_acquire_until(s, &past, &l2);
+  testing::set_hook(nullptr, nullptr);
+  EXPECT_TRUE(r == 0 || r == -ETIMEDOUT) << r;
+  if (r == 0) mine.push_back(l2);
+  EXPECT_LT(g_judged.load(), int(kN / 4));
+  EXPECT_INVARIANTS(s);
+
+  // An unlimited pass (shmsem_recover) finishes the job.
+  EXPECT_GT(shmsem_recover(s), 0);
+  ASSERT_EQ(shmsem_stat(s, &st), 0);
+  EXPECT_EQ(st.reclaimed_holders, uint64_t(kN));
+  for (auto &m : mine) EXPECT_EQ(shmsem_release(s, &m), 0);
+  EXPECT_COUNTS(s, kN, 0, 0, 0);
+  EXPECT_INVARIANTS(s);
 }
 
 }  // namespace

@@ -89,25 +89,33 @@ Waiter make_waiter(const shmsem_t *s, uint32_t idx, uint64_t now) {
   return w;
 }
 
-// Follow core->head and slot.next. A walk that leaves the WAITING slots,
+// Follow core->head and slot.next. A walk that leaves the WAITING slots
+// (and LEFT_QUEUED ones, still linked but nobody's waiter: not shown),
 // loops, or disagrees with core->waiting was torn by a concurrent change:
 // then rebuild the order from the tickets of all WAITING slots instead.
 void read_waiters(const shmsem_t *s, uint32_t waiting, Snapshot *out) {
   uint64_t now = now_ns(CLOCK_MONOTONIC);
   std::vector<bool> seen(s->max_waiters, false);
   bool torn = false;
+  size_t left = 0;
   uint32_t idx = peek(s->core->head);
   while (idx != d::kNone) {
+    uint32_t word = idx < s->max_waiters
+                        ? s->slots[idx].word.load(std::memory_order_acquire)
+                        : 0;
     if (idx >= s->max_waiters || seen[idx] ||
-        s->slots[idx].word.load(std::memory_order_acquire) != d::kSlotWaiting) {
+        (word != d::kSlotWaiting && word != d::kSlotLeftQueued)) {
       torn = true;
       break;
     }
     seen[idx] = true;
-    out->waiters.push_back(make_waiter(s, idx, now));
+    if (word == d::kSlotWaiting)
+      out->waiters.push_back(make_waiter(s, idx, now));
+    else
+      left++;
     idx = peek(s->slots[idx].next);
   }
-  if (torn || out->waiters.size() != waiting) {
+  if (torn || out->waiters.size() + left != waiting) {
     out->waiters.clear();
     for (uint32_t i = 0; i < s->max_waiters; i++)
       if (s->slots[i].word.load(std::memory_order_acquire) == d::kSlotWaiting)

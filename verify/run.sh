@@ -10,7 +10,7 @@
 #   verify/run.sh [--jobs N] [--only NAME]... [-D...]...
 #
 #   --jobs N     searches to run at once (default: 2, or 1 on one CPU; each
-#                takes up to ~1.5 GB)
+#                takes up to ~3 GB)
 #   --only NAME  run only that configuration (repeatable; a glob: 'lock*')
 #   -DNAME[=V]   an extra spin -D option for every configuration
 #
@@ -33,6 +33,10 @@ configs=(
 	"n1-w2|shmsem.pml|-DN=1 -DW=2 -DMAXCRASH=1 -DSHUTDOWN|safety|pass"
 	"n1-live|shmsem.pml|-DN=1 -DMAXCRASH=1 -DSHUTDOWN -DLTL_TERMINATES|ltl|pass"
 	"n2-live|shmsem.pml|-DN=2 -DMAXCRASH=2 -DLTL_TERMINATES|ltl|pass"
+	# processes 2 and 3 always wait with a deadline (TIMED=12), so that
+	# waiters leave without the lock as often as possible (MODEL.md, LEAVE)
+	"n1-leave|shmsem.pml|-DN=1 -DTIMED=12 -DMAXCRASH=2 -DSHUTDOWN -DDOUBLE_RELEASE|safety|pass"
+	"n1-leave-live|shmsem.pml|-DN=1 -DTIMED=12 -DMAXCRASH=1 -DSHUTDOWN -DLTL_TERMINATES|ltl|pass"
 	"lock-t3-live|lock.pml|-DNT=3 -DMAXCRASH=2 -DMAXLOST=1 -DLTL_LIVE|ltl|pass"
 	"lock-t2-crash2|lock.pml|-DNT=2 -DCYCLES=3 -DMAXCRASH=2 -DMAXLOST=1 -DCORRUPT|safety|pass"
 	"lock-t3-crash2|lock.pml|-DNT=3 -DMAXCRASH=2 -DCORRUPT|safety|pass"

@@ -12,7 +12,8 @@
  * every point that can make a difference. Dying inside a block leaves the
  * lock word naming a dead holder (lock_dirty); the next locker proves it
  * dead, takes the lock over and runs repair() first, as lock() in lock.cc
- * does.
+ * does. The one move that needs no lock, a K_TIMED waiter leaving by a CAS
+ * on its own word (LEAVE), is offered inside the blocks too (MAYLEAVE).
  *
  * Build-time parameters (spin -D...):
  *   N          permits (1 or 2)            NP        processes (2..3)
@@ -21,6 +22,11 @@
  *   MAXCRASH   crashes per run             SHUTDOWN  process 1 shuts down last
  *   DOUBLE_RELEASE  every release is followed by a second one (-EALREADY)
  *   LTL_TERMINATES  the liveness property (with pan -a -f)
+ *   TIMED      bit p: process p always waits with a deadline (K_TIMED)
+ *   NO_LEAVE   the protocol before "a waiter leaves without the lock"
+ *              (LEAVE, on by default: SLEFTQ/SLEFT, MODEL.md)
+ *   MUT_PLAIN_GRANT, MUT_NO_SWEEP_LEFT, MUT_DEAD_GRANT_ONLY  mutations
+ *              (MODEL.md)
  */
 
 #ifndef N
@@ -41,6 +47,12 @@
 #ifndef MAXCRASH
 #define MAXCRASH 1
 #endif
+#ifndef TIMED
+#define TIMED 0       /* bit p: process p is always K_TIMED */
+#endif
+#ifndef NO_LEAVE
+#define LEAVE 1       /* a K_TIMED waiter may leave without the lock */
+#endif
 
 #define NONE 255  /* kNone */
 
@@ -54,6 +66,8 @@
 #define SGRANT  3
 #define SCANC   4
 #define SCLOSED 5
+#define SLEFTQ  6   /* left while queued (from WAITING): still linked and counted */
+#define SLEFT   7   /* left, not queued (from GRANTED, CANCELLED, CLOSED) */
 
 /* Results */
 #define R_GOT      1   /* 0 with a lease */
@@ -100,6 +114,15 @@ byte sleeping;      /* bit w: slot[w].sleeping (acquire.cc / release.cc Dekker) 
 /* the lease token {index, gen} each process holds (NONE = none) */
 byte tok_l[NP + 1];
 byte tok_g[NP + 1];
+/* model only: the slot each live process waits on (NONE = none); a slot in
+ * WAITING/GRANTED/CANCELLED/CLOSED whose owner lives must be that slot */
+byte wslot[NP + 1];
+#ifdef LEAVE
+byte cmpl;          /* bit w: slot w's owner (K_TIMED) waits for the lock to
+                     * complete, and may leave without it (waiter.cc) */
+byte leftp;         /* bit p: process p left while a holder was in its
+                     * critical section (it has not noticed yet) */
+#endif
 
 #define DEADP(o)     ((((deadmask) >> (o)) & 1) == 1)
 #define DEADIN(v, o) ((((v) >> (o)) & 1) == 1)
@@ -126,6 +149,25 @@ byte tok_g[NP + 1];
 #error "W must be 2..4"
 #endif
 #define DEADREC (LDEADANY || SDEADANY)
+
+/* A slot its owner left without the lock: garbage for the next lock holder
+ * that meets it, whoever its owner is and whether it lives. LEFTC is what
+ * reclamation sweeps (MUT_NO_SWEEP_LEFT: SLEFT is ignored). */
+#define LEFTW(x) (sword[x] == SLEFTQ || sword[x] == SLEFT)
+#ifdef MUT_NO_SWEEP_LEFT
+#define LEFTC(x) (sword[x] == SLEFTQ)
+#else
+#define LEFTC(x) LEFTW(x)
+#endif
+#if W == 2
+#define LEFTANY (LEFTC(0) || LEFTC(1))
+#elif W == 3
+#define LEFTANY (LEFTC(0) || LEFTC(1) || LEFTC(2))
+#else
+#define LEFTANY (LEFTC(0) || LEFTC(1) || LEFTC(2) || LEFTC(3))
+#endif
+/* what a reclamation pass would find */
+#define RECL (DEADREC || LEFTANY)
 
 /* ---- dying ----------------------------------------------------------------- */
 /* A crash point marks the process dead and jumps to its `die` block, which
@@ -165,10 +207,11 @@ byte tok_g[NP + 1];
 
 /* FUTEX_WAKE(&slot[x].word, 1): wakes whoever sleeps on that word now (the
  * slot's current owner, if asleep); a wake that finds nobody is lost, and a
- * wake of a freed and reused slot is a harmless spurious wake-up. */
+ * wake of a freed and reused slot is a harmless spurious wake-up. Nobody
+ * sleeps on a word its owner left. */
 #define WAKE(x) \
 	if \
-	:: sword[x] != SFREE -> asleep = asleep & ~(1 << sowner[x]) \
+	:: sword[x] != SFREE && !LEFTW(x) -> asleep = asleep & ~(1 << sowner[x]) \
 	:: else \
 	fi
 
@@ -241,48 +284,126 @@ inline leave_waiting(x, word) {
 	sword[x] = word
 }
 
+/* ---- waiter.cc: leave_unlocked() ------------------------------------------ */
+/* A K_TIMED waiter that cannot get the lock within its limit to complete
+ * leaves without it: one CAS on its own word, from whatever it reads
+ * (WAITING -> LEFT_QUEUED, GRANTED|CANCELLED|CLOSED -> LEFT). It owns
+ * nothing afterwards (a grant is given up), wakes nobody and never touches
+ * the slot again; the next lock holder that meets the slot cleans it up. */
+inline leave_word(x) {
+	cmpl = cmpl & ~(1 << (x));
+	wslot[sowner[x]] = NONE;
+	if
+	:: sword[x] == SWAIT -> sword[x] = SLEFTQ
+	:: sword[x] == SGRANT || sword[x] == SCANC || sword[x] == SCLOSED ->
+		sword[x] = SLEFT
+	:: else -> assert(false)      /* only its (live) owner leaves a slot */
+	fi
+}
+
+/* The owner of slot x leaves now, while a holder is in its critical section
+ * (the holder is stopped or slow: that is why the owner gives up on the
+ * lock). The leave changes only x's word, so it commutes with every step of
+ * the holder that does not read that word: it is offered just before each
+ * read a decision depends on. Only an owner already waiting for the lock
+ * to complete (cmpl) leaves; MODEL.md says why that loses nothing. The
+ * owner notices (leftp) when it next moves. */
+#ifdef LEAVE
+#define MAYLEAVE(x) \
+	if \
+	:: ((cmpl >> (x)) & 1) -> leftp = leftp | (1 << sowner[x]); leave_word(x) \
+	:: true \
+	fi
+#else
+#define MAYLEAVE(x) skip
+#endif
+
+/* A left slot met by a lock holder, already unlinked: slot_free(), and the
+ * watcher role passes on (watcher_leave(); the new watcher is woken with
+ * the other wakes of the section, bit mask wm). */
+inline left_free(x) {
+	assert(LEFTW(x));
+	slot_free(x);
+	if
+	:: watcher == x ->
+		watcher = TAIL;
+		if
+		:: watcher != NONE -> wm = wm | (1 << watcher)
+		:: else
+		fi
+	:: else
+	fi
+}
+
 /* ---- grant.cc: pass_permit() ---------------------------------------------- */
 /* Lease l leaves its holder (release, reclamation, repair step 5); the caller
  * has already taken it out of held/reserved/available. Stores in the order of
- * the C code; w = the slot granted, or NONE. */
+ * the C code; w = the slot granted, or NONE. With LEAVE, a loop: a head that
+ * left (LEFT_QUEUED) is swept, and a head that leaves between our check and
+ * the CAS WAITING -> GRANTED is swept after the CAS fails (reserved undone;
+ * the lease, RESERVED already, goes to the next head, or to the pool when
+ * nobody is left: then the queue is empty, INV-NOBYPASS). */
 inline pass_permit(pl) {
 	/* only repair step 5 passes a FREE lease, and only to a queued waiter:
 	 * a FREE lease pushed on the free list again would be a second permit */
 	assert(lstate[pl] != LFREE || qlen > 0);
-	if
+	do
 	:: qlen == 0 ->
 		w = NONE;
 		lstate[pl] = LFREE;           /* commit */
 		lowner[pl] = 0; lslot[pl] = NONE;
 		CP;                           /* RELEASE_FREED */
-		avail++
+		avail++;
+		break
 	:: else ->
 		w = q[0];
-		/* FIFO: the head is the WAITING slot with the smallest ticket */
-		assert(sword[w] == SWAIT);
-		pk = 0;
-		do
-		:: pk < W -> assert(sword[pk] != SWAIT || sticket[pk] >= sticket[w]); pk++
-		:: else -> break
-		od;
-		queue_unlink(w);
-		slease[w] = pl;
-		lslot[pl] = w;
-		pk = lgen[pl] + 1;            /* next_gen() */
+		MAYLEAVE(w);
 		if
-		:: pk == 0 -> pk = 1
-		:: else
-		fi;
-		lgen[pl] = pk;
-		pk = 0;
-		CP;                           /* RELEASE_CHOSEN */
-		lstate[pl] = LRES;            /* commit */
-		CP;                           /* half grant, owner not yet renamed */
-		lowner[pl] = sowner[w];       /* rec.owner = ws.owner, after the commit */
-		CP;                           /* RELEASE_RESERVED: half grant */
-		reserved++;
-		leave_waiting(w, SGRANT)
-	fi
+		:: sword[w] == SLEFTQ ->      /* left while queued: sweep it */
+			queue_unlink(w);
+			left_free(w);
+			w = NONE
+		:: else ->
+			/* FIFO: the head is the WAITING slot with the smallest ticket */
+			assert(sword[w] == SWAIT);
+			pk = 0;
+			do
+			:: pk < W -> assert(sword[pk] != SWAIT || sticket[pk] >= sticket[w]); pk++
+			:: else -> break
+			od;
+			queue_unlink(w);
+			slease[w] = pl;
+			lslot[pl] = w;
+			pk = lgen[pl] + 1;            /* next_gen() */
+			if
+			:: pk == 0 -> pk = 1
+			:: else
+			fi;
+			lgen[pl] = pk;
+			pk = 0;
+			CP;                           /* RELEASE_CHOSEN */
+			lstate[pl] = LRES;            /* commit */
+			CP;                           /* half grant, owner not yet renamed */
+			lowner[pl] = sowner[w];       /* rec.owner = ws.owner, after the commit */
+			CP;                           /* RELEASE_RESERVED: half grant */
+			reserved++;
+			MAYLEAVE(w);
+#ifdef MUT_PLAIN_GRANT
+			sword[w] = SGRANT;            /* mutation: a plain store */
+			break
+#else
+			if
+			:: sword[w] == SWAIT ->
+				sword[w] = SGRANT;        /* CAS WAITING -> GRANTED */
+				break
+			:: else ->                    /* the CAS failed: it left (unlinked) */
+				reserved--;
+				left_free(w);
+				w = NONE
+			fi
+#endif
+		fi
+	od
 }
 
 /* finish_slot(): the waiter owning slot s completes; its word is not WAITING. */
@@ -367,6 +488,7 @@ inline waiter_start(mayq) {
 					od;
 					i = 0;
 					sword[s] = SWAIT;     /* commit */
+					wslot[me] = s;
 					CP;                   /* ENQUEUE_COMMITTED */
 					queue_append(s);
 					if
@@ -389,6 +511,7 @@ inline complete(abandon, reason) {
 		r = reason
 	:: else -> finish_slot()          /* the grant (or another party) won */
 	fi;
+	wslot[me] = NONE;
 	CP;
 	w = NONE;
 	if
@@ -397,12 +520,19 @@ inline complete(abandon, reason) {
 	fi
 }
 
-/* waiter_cancel_remote(): the canceller thread of the same process. */
+/* waiter_cancel_remote(): the canceller thread of the same process. With
+ * LEAVE the commit is a CAS WAITING -> CANCELLED; if the waiter left in
+ * between (LEFT_QUEUED, already unlinked), the canceller frees the slot. */
 inline cancel_remote() {
+	MAYLEAVE(s);
 	if
 	:: sticket[s] == t && sword[s] == SWAIT ->
 		queue_unlink(s);
-		leave_waiting(s, SCANC)       /* commit */
+		MAYLEAVE(s);
+		if
+		:: sword[s] == SWAIT -> sword[s] = SCANC   /* commit (CAS) */
+		:: else -> left_free(s)
+		fi
 	:: else
 	fi
 }
@@ -433,20 +563,37 @@ inline shutdown_cs() {
 	do                                /* fail_queued() */
 	:: qlen > 0 ->
 		w = q[0];
-		queue_unlink(w);
-		leave_waiting(w, SCLOSED);    /* commit */
-		CP;
-		WAKE(w);                      /* woken under the lock */
-		CP                            /* SHUTDOWN_FAILED_ONE */
+		MAYLEAVE(w);
+		if
+		:: sword[w] == SLEFTQ ->      /* left while queued: sweep it */
+			queue_unlink(w);
+			left_free(w)
+		:: else ->
+			assert(sword[w] == SWAIT);
+			queue_unlink(w);
+			MAYLEAVE(w);
+			if
+			:: sword[w] == SWAIT ->
+				sword[w] = SCLOSED;   /* commit (CAS) */
+				CP;
+				WAKE(w);              /* woken under the lock */
+				CP                    /* SHUTDOWN_FAILED_ONE */
+			:: else -> left_free(w)   /* it left meanwhile (unlinked) */
+			fi
+		fi
 	:: else -> break
 	od;
-	w = 0
+	w = 0;
+#ifdef LEAVE
+	WAKE_LIST(CP)                     /* watchers named by a sweep */
+#endif
 }
 
 /* ---- reclaim.cc ------------------------------------------------------------------ */
-/* Step 1 (no lock): the dead owners among the records' owners. */
+/* Step 1 (no lock): the dead owners among the records' owners (vd), and the
+ * slots left by their owners (vs), candidates whatever their owner. */
 inline reclaim_scan() {
-	vd = 0;
+	vd = 0; vs = 0;
 	i = 0;
 	do
 	:: i < N ->
@@ -465,25 +612,53 @@ inline reclaim_scan() {
 		:: sword[i] != SFREE && DEADP(sowner[i]) -> vd = vd | (1 << sowner[i])
 		:: else
 		fi;
+		if
+		:: LEFTC(i) -> vs = vs | (1 << i)
+		:: else
+		fi;
 		i++
 	:: else -> break
 	od;
 	i = 0
 }
 
-/* Step 2 (under the lock): dead waiters first, then dead holders. */
+/* Step 2 (under the lock): dead waiters and left slots first, then dead
+ * holders (reclaim_one()). A slot is handled by its word: a queued one
+ * (WAITING, LEFT_QUEUED) is unlinked; a lease still RESERVED for a GRANTED
+ * or LEFT one is passed on. */
 inline reclaim_cs() {
 	n = 0;
 	i = 0;
 	do
 	:: i < W ->
 		if
-		:: sword[i] != SFREE && DEADIN(vd, sowner[i]) ->
+		:: (sword[i] != SFREE && DEADIN(vd, sowner[i])) ||
+		   (((vs >> i) & 1) && LEFTC(i)) ->
 			if
-			:: sword[i] == SWAIT -> queue_unlink(i)
+			:: sword[i] == SWAIT || sword[i] == SLEFTQ -> queue_unlink(i)
 			:: else
 			fi;
-			l = (sword[i] == SGRANT -> slease[i] : NONE);
+			l = NONE;
+			if
+#ifdef MUT_NO_SWEEP_LEFT
+			:: sword[i] == SGRANT -> l = slease[i]
+#else
+#ifdef MUT_DEAD_GRANT_ONLY
+			/* mutation: a dead owner's slot passes a lease only if GRANTED */
+			:: DEADIN(vd, sowner[i]) && sword[i] == SGRANT -> l = slease[i]
+			:: DEADIN(vd, sowner[i]) && sword[i] != SGRANT -> skip
+			:: !DEADIN(vd, sowner[i]) && sword[i] == SLEFT ->
+#else
+			:: sword[i] == SGRANT || sword[i] == SLEFT ->
+#endif
+				l = slease[i];
+				if
+				:: l < N && lslot[l] == i -> skip
+				:: else -> l = NONE   /* LEFT from CANCELLED/CLOSED */
+				fi
+#endif
+			:: else
+			fi;
 			slot_free(i);             /* commit */
 			CP;
 			if
@@ -535,10 +710,16 @@ inline reclaim_cs() {
 		i++
 	:: else -> break
 	od;
-	i = 0; vd = 0
+	i = 0; vd = 0; vs = 0
 }
 
 /* ---- recovery.cc: repair() ------------------------------------------------------- */
+/* With LEAVE, every rewrite of a slot word is a CAS from the value read (the
+ * owner may leave at any moment); a slot that left (before, or by failing
+ * such a CAS) becomes FREE, and a RESERVED lease whose slot left is an
+ * orphan (FREE); step 5 hands it on. LEFT_QUEUED slots are not queued
+ * again; a slot that leaves after its word was read for the queue is queued
+ * as LEFT_QUEUED. */
 inline repair() {
 	/* 1. half-finished grants and returns */
 	i = 0;
@@ -548,14 +729,26 @@ inline repair() {
 		:: lstate[i] == LRES ->
 			w = lslot[i];
 			if
+			:: w < W -> MAYLEAVE(w)
+			:: else
+			fi;
+			if
 			:: w < W && sword[w] == SWAIT ->
 				slease[w] = i;
-				leave_waiting(w, SGRANT);   /* roll the grant forward */
-				wm = wm | (1 << w);
-				CP
+				MAYLEAVE(w);
+				if
+				:: sword[w] == SWAIT ->
+					sword[w] = SGRANT;      /* roll the grant forward (CAS) */
+					wm = wm | (1 << w);
+					CP
+				:: else ->                  /* it left: an orphan; slot swept below */
+					lstate[i] = LFREE;
+					lowner[i] = 0; lslot[i] = NONE;
+					CP
+				fi
 			:: !(w < W && sword[w] == SWAIT) &&
 			   !(w < W && sword[w] == SGRANT && slease[w] == i) ->
-				lstate[i] = LFREE;          /* orphan */
+				lstate[i] = LFREE;          /* orphan (its slot FREE, or left) */
 				lowner[i] = 0; lslot[i] = NONE;
 				CP
 			:: else
@@ -566,15 +759,21 @@ inline repair() {
 		i++
 	:: else -> break
 	od;
+	/* the slots: consumed grants, 2. a shutdown that died half-way, left
+	 * slots; mask = the WAITING slots, queued in step 3 */
+	mask = 0;
 	i = 0;
 	do
 	:: i < W ->
+		MAYLEAVE(i);
 		if
 		:: sword[i] == SGRANT ->
 			l = slease[i];
 			if
 			:: !(l < N && lstate[l] == LRES && lslot[l] == i) ->
-				sword[i] = SFREE;           /* consumed */
+				/* consumed; its owner died in finish_slot(), so it cannot
+				 * leave (a failed CAS would find LEFT: FREE all the same) */
+				sword[i] = SFREE;
 				sowner[i] = 0; sticket[i] = 0; slease[i] = NONE;
 				sleeping = sleeping & ~(1 << i);
 				CP
@@ -582,8 +781,30 @@ inline repair() {
 			fi;
 			l = 0
 		:: sword[i] == SWAIT && closed ->
-			leave_waiting(i, SCLOSED);      /* 2. a shutdown that died half-way */
-			wm = wm | (1 << i);
+			MAYLEAVE(i);
+			if
+			:: sword[i] == SWAIT ->
+				sword[i] = SCLOSED;         /* CAS */
+				wm = wm | (1 << i)
+			:: else ->                      /* it left */
+				sword[i] = SFREE;
+				sowner[i] = 0; sticket[i] = 0; slease[i] = NONE;
+				sleeping = sleeping & ~(1 << i)
+			fi;
+			CP
+		:: sword[i] == SWAIT && !closed -> mask = mask | (1 << i)
+		:: sword[i] == SLEFTQ || sword[i] == SLEFT ->
+			l = slease[i];
+			if
+			:: sword[i] == SLEFT && l < N && lstate[l] == LRES && lslot[l] == i ->
+				lstate[l] = LFREE;          /* left after step 1: an orphan */
+				lowner[l] = 0; lslot[l] = NONE
+			:: else
+			fi;
+			sword[i] = SFREE;
+			sowner[i] = 0; sticket[i] = 0; slease[i] = NONE;
+			sleeping = sleeping & ~(1 << i);
+			l = 0;
 			CP
 		:: else
 		fi;
@@ -603,14 +824,14 @@ inline repair() {
 		i++
 	:: else -> break
 	od;
-	/* the queue: WAITING slots sorted by ticket; next_ticket above them all */
+	/* the queue: the WAITING slots (mask) sorted by ticket; next_ticket
+	 * above them all */
 	qlen = 0;
 	i = 0;
 	do
 	:: i < W -> q[i] = NONE; i++
 	:: else -> break
 	od;
-	mask = 0;
 	do
 	:: true ->
 		w = NONE; pk = 255;
@@ -618,7 +839,7 @@ inline repair() {
 		do
 		:: i < W ->
 			if
-			:: sword[i] == SWAIT && ((mask >> i) & 1) == 0 && sticket[i] < pk ->
+			:: ((mask >> i) & 1) && sticket[i] < pk ->
 				w = i; pk = sticket[i]
 			:: else
 			fi;
@@ -627,7 +848,7 @@ inline repair() {
 		od;
 		if
 		:: w == NONE -> break
-		:: else -> mask = mask | (1 << w); queue_append(w)
+		:: else -> mask = mask & ~(1 << w); queue_append(w)
 		fi
 	od;
 	i = 0;
@@ -642,9 +863,9 @@ inline repair() {
 		i++
 	:: else -> break
 	od;
-	/* 4. the watcher role, if its holder's slot is gone */
+	/* 4. the watcher role, if its holder's slot is gone (or left) */
 	if
-	:: watcher == NONE || sword[watcher] == SFREE ->
+	:: watcher == NONE || sword[watcher] == SFREE || LEFTW(watcher) ->
 		watcher = TAIL;
 		if
 		:: watcher != NONE -> wm = wm | (1 << watcher)
@@ -658,7 +879,13 @@ inline repair() {
 		lease_pop();
 		if
 		:: l == NONE -> break
-		:: else -> avail--; pass_permit(l); wm = wm | (1 << w)
+		:: else ->
+			avail--;
+			pass_permit(l);
+			if
+			:: w != NONE -> wm = wm | (1 << w)
+			:: else                     /* all left: back in the pool */
+			fi
 		fi
 	:: else -> break
 	od;
@@ -686,8 +913,10 @@ inline check_inv() {
 			mask++;
 			/* INV-GRANT (a RESERVED lease's own owner field may still name
 			 * the previous holder after a crash: it is reclaimed through
-			 * its slot's owner, and renamed when the waiter takes it) */
-			assert(lslot[i] < W && sword[lslot[i]] == SGRANT && slease[lslot[i]] == i)
+			 * its slot's owner, and renamed when the waiter takes it); its
+			 * slot may have left (LEFT), keeping it until swept */
+			assert(lslot[i] < W && slease[lslot[i]] == i &&
+			       (sword[lslot[i]] == SGRANT || sword[lslot[i]] == SLEFT))
 		:: else -> assert(false)
 		fi;
 		i++
@@ -696,18 +925,26 @@ inline check_inv() {
 	/* INV-PERMITS: records add up to N and equal the counters */
 	assert(pk + j + mask == N);
 	assert(pk == avail && j == held && mask == reserved);
-	/* INV-QUEUE: exactly the WAITING slots, in increasing ticket order */
+	/* INV-QUEUE: exactly the WAITING (and LEFT_QUEUED) slots, in
+	 * increasing ticket order */
 	j = 0;
 	i = 0;
 	do
 	:: i < W ->
 		if
-		:: sword[i] == SWAIT ->
+		:: sword[i] == SWAIT || sword[i] == SLEFTQ ->
 			j++;
 			assert(sticket[i] < next_ticket)
 		:: sword[i] == SGRANT ->
 			/* INV-GRANT, the other way */
 			assert(slease[i] < N && lstate[slease[i]] == LRES && lslot[slease[i]] == i)
+		:: else
+		fi;
+		/* INV-ATTRIB for slots (model only): a live owner's slot that is
+		 * not left is the one it waits on */
+		if
+		:: sword[i] != SFREE && !LEFTW(i) && !DEADP(sowner[i]) ->
+			assert(wslot[sowner[i]] == i)
 		:: else
 		fi;
 		i++
@@ -717,7 +954,7 @@ inline check_inv() {
 	i = 0;
 	do
 	:: i < qlen ->
-		assert(sword[q[i]] == SWAIT);
+		assert(sword[q[i]] == SWAIT || sword[q[i]] == SLEFTQ);
 		assert(i == 0 || sticket[q[i - 1]] < sticket[q[i]]);
 		i++
 	:: else -> break
@@ -728,7 +965,8 @@ inline check_inv() {
 	assert(!closed || qlen == 0);
 	/* INV-WATCH */
 	assert(qlen == 0 || (watcher < W && sword[watcher] != SFREE));
-	/* tokens: a live process's token names a HELD lease it owns */
+	/* tokens: a live process's token names a HELD lease it owns; the slot
+	 * it waits on is its own and not left */
 	i = 1;
 	do
 	:: i <= NP ->
@@ -736,6 +974,12 @@ inline check_inv() {
 		:: tok_l[i] != NONE && !DEADP(i) ->
 			assert(tok_l[i] < N && lstate[tok_l[i]] == LHELD &&
 			       lgen[tok_l[i]] == tok_g[i] && lowner[tok_l[i]] == i)
+		:: else
+		fi;
+		if
+		:: wslot[i] != NONE && !DEADP(i) ->
+			assert(wslot[i] < W && sowner[wslot[i]] == i &&
+			       sword[wslot[i]] != SFREE && !LEFTW(wslot[i]))
 		:: else
 		fi;
 		i++
@@ -758,10 +1002,11 @@ inline check_inv() {
  *     has something to do. (A live watcher that is merely late, > 20 ms,
  *     also lets the backups run passes; those are the same passes that
  *     try_acquire's maybe_reclaim() runs at arbitrary times here.) */
-#define STALE   (watcher >= W || sword[watcher] == SFREE || DEADP(sowner[watcher]))
-#define ORPHAN  (watcher >= W || sword[watcher] == SFREE)
-#define PASS_DUE ((watcher == s && (DEADREC || lock_dirty)) || \
-                  (watcher != s && STALE && (DEADREC || lock_dirty || ORPHAN)))
+#define STALE   (watcher >= W || sword[watcher] == SFREE || LEFTW(watcher) || \
+                 DEADP(sowner[watcher]))
+#define ORPHAN  (watcher >= W || sword[watcher] == SFREE || LEFTW(watcher))
+#define PASS_DUE ((watcher == s && (RECL || lock_dirty)) || \
+                  (watcher != s && STALE && (RECL || lock_dirty || ORPHAN)))
 
 /* reclaim(): scan without the lock, always lock (repair runs if the last
  * owner died), reclaim the dead owners' records, wake after unlocking.
@@ -782,8 +1027,16 @@ inline check_inv() {
 	:: RECLAIM \
 	fi
 
+/* the waiter may leave without the lock (waiter.cc): K_TIMED only */
+#ifdef LEAVE
+#define LEAVER (kind == K_TIMED)
+#define LEFT_ME (((leftp >> me) & 1) == 1)
+#else
+#define LEAVER false
+#endif
+
 proctype P(byte me) {
-	byte ops, kind, r, s, t, l, g, w, i, j, n, vd, pk, mask, wm;
+	byte ops, kind, r, s, t, l, g, w, i, j, n, vd, vs, pk, mask, wm;
 #ifdef DOUBLE_RELEASE
 	byte ol, og;                      /* the spent token */
 #endif
@@ -793,9 +1046,13 @@ proctype P(byte me) {
 	:: ops < (me == 1 -> OPS1 : OPS) ->
 		ops++;
 		if
-		:: kind = K_WAIT
-		:: kind = K_TIMED
-		:: kind = K_TRY
+		:: ((TIMED >> me) & 1) -> kind = K_TIMED
+		:: else ->
+			if
+			:: kind = K_WAIT
+			:: kind = K_TIMED
+			:: kind = K_TRY
+			fi
 		fi;
 		/* (no crash point here: a process without records that dies is
 		 * indistinguishable from one that stops; see MODEL.md) */
@@ -805,7 +1062,7 @@ proctype P(byte me) {
 			/* maybe_reclaim(), one retry if it reclaimed anything, then
 			 * (acquire with an expired deadline) the lock for the stats */
 			if
-			:: DEADREC || lock_dirty ->
+			:: RECL || lock_dirty ->
 				MAYBE_RECLAIM;
 				if
 				:: n > 0 -> atomic { n = 0; LOCK; waiter_start(false); UNLOCK }
@@ -819,12 +1076,42 @@ proctype P(byte me) {
 			fi
 		:: r == R_QUEUED ->
 			do
-			:: atomic { sword[s] != SWAIT ->           /* waiter_poll() */
+			:: atomic { sword[s] != SWAIT && !LEAVER ->  /* waiter_poll() */
 			            LOCK; complete(false, 0); UNLOCK };
 			   break
-			:: atomic { sword[s] == SWAIT && timedout -> /* deadline passed */
+			:: atomic { sword[s] == SWAIT && timedout && !LEAVER -> /* deadline */
 			            LOCK; complete(true, R_TIMEDOUT); UNLOCK };
 			   break
+#ifdef LEAVE
+			:: atomic { LEAVER && (sword[s] != SWAIT || timedout) ->
+			            /* waiter_poll() or the deadline: complete() waits
+			             * for the lock, limited by the deadline */
+			            cmpl = cmpl | (1 << s) };
+			   do
+			   :: atomic { LEFT_ME ->     /* it left while a holder held the lock */
+			               leftp = leftp & ~(1 << me); r = R_TIMEDOUT; w = NONE };
+			      break
+			   :: atomic { !LEFT_ME ->    /* got the lock */
+			               cmpl = cmpl & ~(1 << s);
+			               LOCK; complete(timedout, R_TIMEDOUT); UNLOCK };
+			      break
+			   :: atomic { !LEFT_ME ->    /* leave_unlocked(): no lock in time */
+			               if
+			               :: sword[s] == SWAIT || sword[s] == SGRANT -> r = R_TIMEDOUT
+			               :: sword[s] == SCANC -> r = R_CANCELED
+			               :: sword[s] == SCLOSED -> r = R_SHUT
+			               :: else -> assert(false)
+			               fi;
+			               leave_word(s); w = NONE };
+			      break
+			   :: atomic { !LEFT_ME && !cancelled && sword[s] == SWAIT ->
+			               /* the canceller thread, meanwhile (it gives up
+			                * once the word left WAITING: not modelled) */
+			               cancelled = true; LOCK; cancel_remote(); UNLOCK;
+			               WAKE_LIST(skip) }
+			   od;
+			   break
+#endif
 			:: sword[s] == SWAIT && !timedout && PASS_DUE ->
 			   /* watch_step() */
 			   if
@@ -894,6 +1181,13 @@ proctype P(byte me) {
 			            w = 0 }
 			:: else -> w = 0
 			fi;
+#ifdef LEAVE
+			/* a new watcher, named when pass_permit() swept the old one */
+			if
+			:: wm != 0 -> atomic { WAKE_LIST(CBL) }
+			:: else
+			fi;
+#endif
 #ifdef DOUBLE_RELEASE
 			atomic { LOCK; release_again(); UNLOCK; ol = 0; og = 0 };
 #endif
@@ -913,9 +1207,9 @@ proctype P(byte me) {
 die:
 	atomic {
 		asleep = asleep & ~(1 << me);
-		tok_l[me] = NONE; tok_g[me] = 0;
+		tok_l[me] = NONE; tok_g[me] = 0; wslot[me] = NONE;
 		kind = 0; r = 0; s = 0; t = 0; l = 0; g = 0; w = 0; i = 0; j = 0;
-		n = 0; vd = 0; pk = 0; mask = 0; wm = 0; ops = 0;
+		n = 0; vd = 0; vs = 0; pk = 0; mask = 0; wm = 0; ops = 0;
 #ifdef DOUBLE_RELEASE
 		ol = 0; og = 0;
 #endif
@@ -923,6 +1217,36 @@ die:
 	};
 gone:
 	finished++
+}
+
+/* After every process has ended (the crash window closed): one last
+ * reclamation pass (reclaim() by anyone: dead owners, left slots), then no
+ * permit may be lost: every lease FREE, every slot FREE, nobody queued. The
+ * processes that ended normally stay alive (a long-lived program). */
+proctype Final() {
+	byte me, i, j, l, w, n, vd, vs, pk, mask, wm;
+	atomic {
+		reclaim_scan();
+		LOCK; reclaim_cs(); UNLOCK;
+		wm = 0;
+		assert(avail == N && held == 0 && reserved == 0 && qlen == 0);
+		i = 0;
+		do
+		:: i < N -> assert(lstate[i] == LFREE); i++
+		:: else -> break
+		od;
+		i = 0;
+		do
+		:: i < W -> assert(sword[i] == SFREE); i++
+		:: else -> break
+		od;
+		i = 0
+	};
+	goto done;
+die:                                  /* (CP needs it; budget is 0 here) */
+	skip;
+done:
+	skip
 }
 
 init {
@@ -940,7 +1264,7 @@ init {
 		od;
 		k = 0;
 		do
-		:: k <= NP -> tok_l[k] = NONE; k++
+		:: k <= NP -> tok_l[k] = NONE; wslot[k] = NONE; k++
 		:: else -> break
 		od;
 		k = 0;
@@ -958,7 +1282,9 @@ init {
 	/* The crash window closes at an arbitrary moment. Without this, a state
 	 * where a waiter is stuck forever would still offer "crash" as a move
 	 * and would not show up as an invalid end state. */
-	budget = 0
+	budget = 0;
+	finished == NP;
+	run Final()
 }
 
 #ifdef LTL_TERMINATES

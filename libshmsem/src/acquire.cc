@@ -3,6 +3,8 @@
 
 #include <errno.h>
 
+#include <algorithm>
+
 #include "cancel.h"
 #include "cancelstate.h"
 #include "release.h"
@@ -40,13 +42,14 @@ struct CancelCleanup {
   shmsem_t *s;
   const Waiter *w;
   shmsem_cancel_t *cancel;
+  const Limit *limit;
 };
 
 void leave_on_thread_cancel(void *arg) {
   auto *c = static_cast<CancelCleanup *>(arg);
   c->s->slots[c->w->slot].sleeping.store(0, std::memory_order_relaxed);
   shmsem_lease_t lease;
-  if (waiter_abandon(c->s, *c->w, -ECANCELED, &lease) == 0)
+  if (waiter_abandon(c->s, *c->w, -ECANCELED, c->limit, &lease) == 0)
     release(c->s, &lease);
   if (c->cancel) cancel_disarm(c->cancel);
 }
@@ -90,19 +93,25 @@ int acquire(shmsem_t *s, const timespec *deadline_ts, shmsem_cancel_t *cancel,
   }
   if (cancel && cancel_fired(cancel)) return -ECANCELED;
   const bool expired = deadline_ts && mono_ns() >= deadline;
+  // Every step that may wait on another process (the lock, a reclamation
+  // pass) stops at the caller's limit; see limit.h.
+  // (A deadline of {0, 0} is long past, not "none".)
+  const Limit limit{deadline_ts ? std::max<uint64_t>(deadline, 1) : 0, cancel,
+                    (flags & SHMSEM_WAIT_INTERRUPTIBLE) != 0};
   // No cancellation point up to the queue: waiter_start() makes none (the
   // first-time identity reads and the reclamation pass disable
   // cancellation themselves), so the uncontended path touches no
   // cancellation state.
   Waiter w;
-  int r = waiter_start(s, !expired, &w, lease);
+  int r = waiter_start(s, !expired, &limit, &w, lease);
   if (r == -EAGAIN) {
     // No permit now and we may not wait: first reclaim permits of dead
     // holders (rate-limited to one pass per watch period), then retry.
-    if (maybe_reclaim(s) > 0) r = waiter_start(s, false, &w, lease);
+    if (maybe_reclaim(s, &limit) > 0)
+      r = waiter_start(s, false, &limit, &w, lease);
     if (r == -EAGAIN) {
-      LockGuard guard(s);  // counters change only under the lock
-      stat_bump(s->core->timeouts);
+      LockGuard guard(s, &limit);  // counters change only under the lock
+      if (!guard.error()) stat_bump(s->core->timeouts);
       return -ETIMEDOUT;
     }
   }
@@ -120,13 +129,13 @@ int acquire(shmsem_t *s, const timespec *deadline_ts, shmsem_cancel_t *cancel,
                            type == PTHREAD_CANCEL_DEFERRED;
 
   if (cancel && !cancel_arm(cancel, s, w.slot, w.ticket))
-    return waiter_abandon(s, w, -ECANCELED, lease);
+    return waiter_abandon(s, w, -ECANCELED, &limit, lease);
 
   std::atomic<uint32_t> *word = waiter_word(s, w);
   std::atomic<uint32_t> &sleeping = s->slots[w.slot].sleeping;
   bool spun = false;
   for (;;) {
-    r = waiter_poll(s, w, lease);
+    r = waiter_poll(s, w, &limit, lease);
     if (r != -EINPROGRESS) break;
     if (!spun) {
       // Spin briefly before sleeping: a grant that comes within a few
@@ -138,12 +147,12 @@ int acquire(shmsem_t *s, const timespec *deadline_ts, shmsem_cancel_t *cancel,
     uint64_t now = mono_ns();
     if (deadline_ts && now >= deadline) {
       SHMSEM_HOOK(WAIT_TIMEOUT_FIRED);
-      r = waiter_abandon(s, w, -ETIMEDOUT, lease);
+      r = waiter_abandon(s, w, -ETIMEDOUT, &limit, lease);
       break;
     }
     // One waiter at a time, the watcher, polls the owners for deaths; the
     // others wake rarely, only to take over from a watcher that died.
-    uint64_t wake_at = watch_step(s, w.slot);
+    uint64_t wake_at = watch_step(s, w.slot, &limit);
     if (deadline_ts) {
       uint64_t d = clock_is_manual() ? real_mono_ns() + kManualClockPollNs
                                      : deadline;
@@ -154,21 +163,21 @@ int acquire(shmsem_t *s, const timespec *deadline_ts, shmsem_cancel_t *cancel,
     sleeping.store(1, std::memory_order_seq_cst);
     int fr = -EAGAIN;
     if (word->load(std::memory_order_seq_cst) == kSlotWaiting) {
-      CancelCleanup ctx{s, &w, cancel};
+      CancelCleanup ctx{s, &w, cancel, &limit};
       fr = cancellable ? sleep_cancellable(&ctx, wake_at)
                        : futex_wait(word, kSlotWaiting, wake_at);
     }
     sleeping.store(0, std::memory_order_relaxed);
     SHMSEM_HOOK(WAIT_WOKEN);
     if (fr == -EINTR && (flags & SHMSEM_WAIT_INTERRUPTIBLE)) {
-      r = waiter_abandon(s, w, -EINTR, lease);
+      r = waiter_abandon(s, w, -EINTR, &limit, lease);
       break;
     }
     if (cancel && cancel_fired(cancel)) {
       // The canceller normally wins the transition itself; this covers a
       // handle fired between arm and the first sleep.
       SHMSEM_HOOK(WAIT_CANCEL_SEEN);
-      r = waiter_abandon(s, w, -ECANCELED, lease);
+      r = waiter_abandon(s, w, -ECANCELED, &limit, lease);
       break;
     }
   }

@@ -72,12 +72,17 @@ SHMSEM_API int shmsem_acquire(shmsem_t *s, shmsem_lease_t *lease) {
 SHMSEM_API int shmsem_try_acquire(shmsem_t *s, shmsem_lease_t *lease) {
   if (!s || !lease) return -EINVAL;
   if (foreign_pidns(s)) return -EXDEV;
+  // Never blocks for long: a lock held by someone else, or a reclamation
+  // pass, gets the floor of a limit that has already passed (lock.h,
+  // reclaim.h), then the try fails as if no permit were free. The deadline
+  // is "long past", not "now": no clock read on the uncontended path.
   d::Waiter w;
-  int r = d::waiter_start(s, false, &w, lease);
-  if (r == -EAGAIN && d::maybe_reclaim(s) > 0)
-    r = d::waiter_start(s, false, &w, lease);
+  const d::Limit now{1};
+  int r = d::waiter_start(s, false, &now, &w, lease);
+  if (r == -EAGAIN && d::maybe_reclaim(s, &now) > 0)
+    r = d::waiter_start(s, false, &now, &w, lease);
   if (r == 0) SHMSEM_HOOK(ACQUIRE_TAKEN);
-  return r;
+  return r == -ETIMEDOUT ? -EAGAIN : r;
 }
 
 SHMSEM_API int shmsem_acquire_until(shmsem_t *s, const struct timespec *deadline,
@@ -118,7 +123,7 @@ SHMSEM_API int shmsem_shutdown(shmsem_t *s) {
 
 SHMSEM_API int shmsem_recover(shmsem_t *s) {
   if (foreign_pidns(s) && !s->rdonly) return -EXDEV;
-  return d::reclaim(s);
+  return d::reclaim(s, nullptr);
 }
 
 // A read-only handle takes no lock: those work from anywhere.

@@ -30,9 +30,13 @@ int check_locked(shmsem_t *s, char *msg, size_t len) {
       case kLeaseHeld: nheld++; break;
       case kLeaseReserved: {
         nres++;
+        // Reserved for a GRANTED slot, or for one whose owner left after
+        // the grant (LEFT: the lease is passed on when the slot is freed).
         uint32_t w = s->leases[l].slot;
-        if (w >= m || s->slots[w].word.load(std::memory_order_relaxed) !=
-                          kSlotGranted || s->slots[w].lease != l)
+        uint32_t word =
+            w < m ? s->slots[w].word.load(std::memory_order_relaxed) : 0;
+        if ((word != kSlotGranted && word != kSlotLeft) ||
+            s->slots[w].lease != l)
           return fail(msg, len, "INV-GRANT: reserved lease without its slot");
         break;
       }
@@ -66,13 +70,14 @@ int check_locked(shmsem_t *s, char *msg, size_t len) {
   for (uint32_t w = 0; w < m; w++) {
     uint32_t word = s->slots[w].word.load(std::memory_order_relaxed);
     if (word == kSlotFree) nfree_slots++;
-    else if (word == kSlotWaiting) nwaiting++;
+    else if (word == kSlotWaiting || word == kSlotLeftQueued) nwaiting++;
     else if (word == kSlotGranted) {
       uint32_t l = s->slots[w].lease;
       if (l >= n || s->leases[l].state.load(std::memory_order_relaxed) !=
                         kLeaseReserved || s->leases[l].slot != w)
         return fail(msg, len, "INV-GRANT: granted slot without its lease");
-    } else if (word != kSlotCancelled && word != kSlotClosed)
+    } else if (word != kSlotCancelled && word != kSlotClosed &&
+               word != kSlotLeft)
       return fail(msg, len, "INV-QUEUE: invalid slot state");
   }
   std::fill(seen.begin(), seen.end(), 0);
@@ -86,14 +91,16 @@ int check_locked(shmsem_t *s, char *msg, size_t len) {
   }
   if (count != nfree_slots) return fail(msg, len, "INV-FREE: free slot missing");
 
-  // INV-QUEUE: exactly the WAITING slots, in increasing ticket order.
+  // INV-QUEUE: exactly the WAITING slots (and LEFT_QUEUED ones, whose owner
+  // left without the lock), in increasing ticket order.
   count = 0;
   uint64_t last = 0;
   uint32_t prev = kNone;
   for (uint32_t w = c->head; w != kNone; w = s->slots[w].next) {
     if (w >= m || ++count > m)
       return fail(msg, len, "INV-QUEUE: queue links are corrupt");
-    if (s->slots[w].word.load(std::memory_order_relaxed) != kSlotWaiting)
+    uint32_t word = s->slots[w].word.load(std::memory_order_relaxed);
+    if (word != kSlotWaiting && word != kSlotLeftQueued)
       return fail(msg, len, "INV-QUEUE: non-waiting slot in the queue");
     if (s->slots[w].prev != prev)
       return fail(msg, len, "INV-QUEUE: back link is wrong");

@@ -3,6 +3,7 @@
 #include <errno.h>
 
 #include "clock.h"
+#include "futex.h"
 #include "hooks.h"
 #include "tables.h"
 
@@ -15,48 +16,106 @@ void record_wait(shmsem_t *s, uint64_t ns) {
   stat_bump(s->core->acquisitions);
 }
 
+// Slot `w`, left by its owner and unlinked, goes back to the free list. A
+// waiter that left is counted as timed out whatever ended its wait (it
+// could not count itself: that takes the lock). If it held the watcher
+// role, the role passes on now (a wake under the lock: rare).
+void free_left(shmsem_t *s, uint32_t w) {
+  slot_free(s, w);  // commit
+  stat_bump(s->core->timeouts);
+  uint32_t nw = watcher_leave(s, w);
+  if (nw != kNone) futex_wake(&s->slots[nw].word, 1);
+}
+
+uint32_t sweep_left(shmsem_t *s, uint32_t w) {
+  WaiterSlot &ws = s->slots[w];
+  uint32_t word = ws.word.load(std::memory_order_relaxed);
+  if (word == kSlotLeftQueued) {
+    queue_unlink(s, w);
+    free_left(s, w);
+    return kNone;
+  }
+  if (word != kSlotLeft) return kNone;
+  uint32_t l = ws.lease;
+  bool reserved = lease_ok(s, l) &&
+                  s->leases[l].state.load(std::memory_order_relaxed) ==
+                      kLeaseReserved &&
+                  s->leases[l].slot == w;
+  free_left(s, w);
+  if (!reserved) return kNone;
+  // Granted, then given up: the permit goes on (a crash in between leaves a
+  // RESERVED lease without its slot, which repair returns to the pool).
+  counter_add(s->core->reserved, -1);
+  return pass_permit(s, l);
+}
+
 uint32_t pass_permit(shmsem_t *s, uint32_t l) {
   Core *c = s->core;
   LeaseRecord &rec = s->leases[l];
-  uint32_t w = c->head;
-  if (w != kNone && (!slot_ok(s, w) || s->slots[w].word.load(
-                                           std::memory_order_relaxed) !=
-                                           kSlotWaiting)) {
-    // A head that is no queued slot: the pool takes the permit, and the
-    // repair at unlock hands it to the real head (INV-NOBYPASS).
-    mark_corrupt(s);
-    w = kNone;
+  // Each round frees a slot whose owner left, or ends; a damaged queue
+  // that has more entries than slots stops the loop.
+  for (uint32_t round = 0;; round++) {
+    uint32_t w = c->head;
+    if (w != kNone && round > s->max_waiters) {
+      mark_corrupt(s);
+      w = kNone;
+    }
+    uint32_t word = w != kNone && slot_ok(s, w)
+                        ? s->slots[w].word.load(std::memory_order_relaxed)
+                        : 0;
+    if (w != kNone && word == kSlotLeftQueued) {
+      // Its owner left without the lock: not a waiter any more.
+      queue_unlink(s, w);
+      free_left(s, w);
+      continue;
+    }
+    if (w != kNone && word != kSlotWaiting) {
+      // A head that is no queued slot: the pool takes the permit, and the
+      // repair at unlock hands it to the real head (INV-NOBYPASS).
+      mark_corrupt(s);
+      w = kNone;
+    }
+    if (w == kNone) {
+      // Nobody queued: back to the pool.
+      rec.state.store(kLeaseFree, std::memory_order_release);  // commit
+      SHMSEM_HOOK(RELEASE_FREED);
+      lease_free(s, l);
+      counter_add(c->available, 1);
+      return kNone;
+    }
+    // Strict FIFO: the permit goes to the head, never to the pool, so no
+    // newcomer can take it in between (INV-NOBYPASS).
+    WaiterSlot &ws = s->slots[w];
+    queue_unlink(s, w);
+    ws.lease = l;
+    rec.slot = w;
+    rec.since_ns.store(coarse_ns(), std::memory_order_relaxed);
+    rec.gen.store(next_gen(rec.gen.load(std::memory_order_relaxed)),
+                  std::memory_order_relaxed);
+    SHMSEM_HOOK(RELEASE_CHOSEN);
+    rec.state.store(kLeaseReserved, std::memory_order_release);  // commit
+    // The waiter's name goes on the record only after the commit: written
+    // before it, a crash would leave the lease HELD under the name of a
+    // live waiter that never got it, and nobody would ever reclaim it
+    // (found by the SPIN model, verify/MODEL.md). A RESERVED lease is
+    // reclaimed through its slot's owner, never its own.
+    rec.owner = process_of(ws.owner);
+    counter_add(c->reserved, 1);
+    SHMSEM_HOOK(RELEASE_RESERVED);
+    // Release: a waiter that reads GRANTED sees the lease fields above. A
+    // CAS, not a store: the owner may leave without the lock at any moment.
+    uint32_t expected = kSlotWaiting;
+    if (ws.word.compare_exchange_strong(expected, kSlotGranted,
+                                        std::memory_order_release,
+                                        std::memory_order_relaxed))
+      return w;
+    // It left after we looked (LEFT_QUEUED, unlinked above): free the slot
+    // and offer the permit to the next head. A crash before the next
+    // commit leaves a RESERVED lease whose slot is not GRANTED: repair
+    // returns it to the pool.
+    counter_add(c->reserved, -1);
+    free_left(s, w);
   }
-  if (w == kNone) {
-    // Nobody queued: back to the pool.
-    rec.state.store(kLeaseFree, std::memory_order_release);  // commit
-    SHMSEM_HOOK(RELEASE_FREED);
-    lease_free(s, l);
-    counter_add(c->available, 1);
-    return kNone;
-  }
-  // Strict FIFO: the permit goes to the head, never to the pool, so no
-  // newcomer can take it in between (INV-NOBYPASS).
-  WaiterSlot &ws = s->slots[w];
-  queue_unlink(s, w);
-  ws.lease = l;
-  rec.slot = w;
-  rec.since_ns.store(coarse_ns(), std::memory_order_relaxed);
-  rec.gen.store(next_gen(rec.gen.load(std::memory_order_relaxed)),
-                std::memory_order_relaxed);
-  SHMSEM_HOOK(RELEASE_CHOSEN);
-  rec.state.store(kLeaseReserved, std::memory_order_release);  // commit
-  // The waiter's name goes on the record only after the commit: written
-  // before it, a crash would leave the lease HELD under the name of a live
-  // waiter that never got it, and nobody would ever reclaim it (found by
-  // the SPIN model, verify/MODEL.md). A RESERVED lease is reclaimed through
-  // its slot's owner, never its own.
-  rec.owner = process_of(ws.owner);
-  counter_add(c->reserved, 1);
-  SHMSEM_HOOK(RELEASE_RESERVED);
-  // Release: a waiter that reads GRANTED sees the lease fields above.
-  ws.word.store(kSlotGranted, std::memory_order_release);
-  return w;
 }
 
 int finish_slot(shmsem_t *s, uint32_t w, shmsem_lease_t *lease) {

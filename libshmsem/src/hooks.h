@@ -19,6 +19,7 @@ namespace shmsem::detail {
   X(WAIT_TIMEOUT_FIRED)        /* deadline passed, cancel not yet run */      \
   X(WAIT_CANCEL_SEEN)          /* cancellation seen, not yet run */           \
   X(WAIT_RETURN_LOCKED)        /* waiter completing, holds the lock */        \
+  X(WAIT_LEAVING)              /* lock not had by the limit, word not CASed */\
   X(WAIT_CONSUME_COMMITTED)    /* lease RESERVED->HELD, slot not yet freed */ \
   X(RELEASE_LOCKED)            /* release holds the lock, nothing changed */  \
   X(RELEASE_CHOSEN)            /* head unlinked, lease not yet RESERVED */    \
@@ -28,6 +29,7 @@ namespace shmsem::detail {
   X(CANCEL_LOCKED)             /* canceller holds the lock */                 \
   X(SHUTDOWN_CLOSED)           /* closed committed, waiters not yet failed */ \
   X(SHUTDOWN_FAILED_ONE)       /* one waiter failed, lock held */             \
+  X(RECLAIM_JUDGED)            /* one owner judged, lock not held */         \
   X(RECLAIM_SCANNED)           /* dead owners found, lock not yet taken */    \
   X(RECLAIM_LOCKED)            /* reclamation holds the lock */               \
   X(RECLAIM_ONE)               /* one record reclaimed, lock held */          \

@@ -16,7 +16,7 @@ namespace shmsem::detail {
 
 inline constexpr size_t kCacheLine = 64;
 inline constexpr uint64_t kMagic = 0x0100'4d45'534d'4853ull;  // "SHMSEM\0\1"
-inline constexpr uint32_t kLayoutVersion = 3;
+inline constexpr uint32_t kLayoutVersion = 4;
 inline constexpr uint32_t kReady = 0x5245'4459u;  // "READY", stored last
 inline constexpr uint32_t kNone = 0xffff'ffffu;   // "no index"
 // The lock word: a tid (at most 2^22 on Linux) and one flag.
@@ -42,7 +42,18 @@ enum SlotState : uint32_t {
   kSlotGranted = 0x534c'0003u,
   kSlotCancelled = 0x534c'0004u,
   kSlotClosed = 0x534c'0005u,
+  // The owner left without the lock: its limit ran out while another
+  // process held the lock (waiter.cc). Nobody's waiter any more; the next
+  // lock holder that meets the slot frees it (grant.cc sweep_left()).
+  // LEFT_QUEUED came from WAITING: still linked, still counted in
+  // `waiting`, never granted. LEFT came from GRANTED (its lease is still
+  // RESERVED for it, and is passed on), CANCELLED or CLOSED: not linked.
+  kSlotLeftQueued = 0x534c'0006u,
+  kSlotLeft = 0x534c'0007u,
 };
+inline bool slot_left(uint32_t word) {
+  return word == kSlotLeftQueued || word == kSlotLeft;
+}
 
 // Who owns a record. A PID alone is not an identity (PIDs are recycled), so
 // the owner also records what names that very process for the life of the

@@ -15,7 +15,8 @@
 // unlocking), or the bare tid when it died before naming itself.
 // Dead (owner.h's proof: its thread or its process provably exited) -> CAS
 // the word from that value to ourselves, repair(), carry on. Anything else
-// (alive, stopped, unknown) -> keep waiting, checking less often.
+// (alive, stopped, unknown) -> keep waiting, checking less often, until the
+// caller's limit (limit.h), if any, ends the wait without the lock.
 #include "lock.h"
 
 #include <errno.h>
@@ -86,6 +87,16 @@ bool holder_dead(shmsem_t *s, uint32_t word) {
   return o.pid && process_verdict(o) == Verdict::kDead;
 }
 
+// The holder named by `word` is runnable (or in a short uninterruptible
+// sleep): preempted, not stuck. Anything else, or unknown, is not.
+bool holder_running(shmsem_t *s, uint32_t word) {
+  if (!may_judge(s->pidns)) return false;
+  uint64_t start;
+  char state = 0;
+  return proc_stat(pid_t(word & kLockTidMask), &start, &state) &&
+         (state == 'R' || state == 'D');
+}
+
 // The caller's name in the lock record. The identity fields are rewritten
 // (under the sequence count) only when another thread held the lock last;
 // the common case is four loads and one store of the tid.
@@ -120,18 +131,21 @@ uint32_t taken_over(uint32_t v, uint32_t me) {
   return me | kLockWaiters | ((v & kLockTakeover) ^ kLockTakeover);
 }
 
-// Returns true if the lock was taken over from a dead holder.
-bool lock_slow(shmsem_t *s, uint32_t me) {
+// Returns 0 with the lock, 1 with the lock taken over from a dead holder,
+// or the limit's error without the lock.
+int lock_slow(shmsem_t *s, uint32_t me, const Limit *limit) {
   std::atomic<uint32_t> &word = s->core->lock_word;
   for (int i = 0; i < kSpins; i++) {
     uint32_t v = word.load(std::memory_order_relaxed);
     if (v == 0 && word.compare_exchange_weak(v, me, std::memory_order_acquire,
                                              std::memory_order_relaxed))
-      return false;
+      return 0;
 #if defined(__x86_64__) || defined(__i386__)
     __builtin_ia32_pause();
 #endif
   }
+  StepLimit step(limit, kLockFloorNs);
+  bool judged = false;  // the holder was looked at at least once
   uint64_t interval = kCheckNs;
   uint64_t check_at = real_mono_ns() + interval;
   for (;;) {
@@ -144,7 +158,7 @@ bool lock_slow(shmsem_t *s, uint32_t me) {
       if (word.compare_exchange_strong(expected, taken_over(v, me),
                                        std::memory_order_acquire,
                                        std::memory_order_relaxed))
-        return true;
+        return 1;
       continue;
     }
     if (v != 0 && (v & kLockTidMask) == me && may_judge(s->pidns)) {
@@ -158,7 +172,7 @@ bool lock_slow(shmsem_t *s, uint32_t me) {
       if (word.compare_exchange_strong(expected, taken_over(v, me),
                                        std::memory_order_acquire,
                                        std::memory_order_relaxed))
-        return true;
+        return 1;
       continue;
     }
     if (v == 0) {
@@ -166,7 +180,7 @@ bool lock_slow(shmsem_t *s, uint32_t me) {
       if (word.compare_exchange_strong(v, me | kLockWaiters,
                                        std::memory_order_acquire,
                                        std::memory_order_relaxed))
-        return false;
+        return 0;
       continue;
     }
     if (!(v & kLockWaiters) &&
@@ -177,26 +191,39 @@ bool lock_slow(shmsem_t *s, uint32_t me) {
     v |= kLockWaiters;
     // Bounded: a wake that never comes (a dead holder, or a read-only
     // process that requeued us with FUTEX_CMP_REQUEUE) costs one interval.
-    futex_wait(&word, v, check_at);
+    // The caller's limit shortens the sleep only once the holder has been
+    // judged: even a try takes a dead holder's lock over.
+    int fr = futex_wait(&word, v, judged ? step.wake_by(check_at) : check_at);
     uint64_t now = real_mono_ns();
-    if (now < check_at) continue;
-    // Acquire: if the word now names a new holder, its CAS continued the
-    // release sequence of the previous unlock, so we see that unlock's
-    // cleared tid and never the earlier thread's record.
-    if (word.load(std::memory_order_acquire) == v) {
-      if (holder_dead(s, v)) {
-        SHMSEM_HOOK(LOCK_TAKEOVER);
-        uint32_t expected = v;
-        if (word.compare_exchange_strong(expected, taken_over(v, me),
-                                         std::memory_order_acquire,
-                                         std::memory_order_relaxed))
-          return true;
-      } else {
-        SHMSEM_HOOK(LOCK_HOLDER_ALIVE);
+    if (now >= check_at) {
+      judged = true;
+      // Acquire: if the word now names a new holder, its CAS continued the
+      // release sequence of the previous unlock, so we see that unlock's
+      // cleared tid and never the earlier thread's record.
+      if (word.load(std::memory_order_acquire) == v) {
+        if (holder_dead(s, v)) {
+          SHMSEM_HOOK(LOCK_TAKEOVER);
+          uint32_t expected = v;
+          if (word.compare_exchange_strong(expected, taken_over(v, me),
+                                           std::memory_order_acquire,
+                                           std::memory_order_relaxed))
+            return 1;
+        } else {
+          SHMSEM_HOOK(LOCK_HOLDER_ALIVE);
+          if (step.limited())
+            step.set_floor(holder_running(s, v) ? kLockRunningFloorNs
+                                                : kLockFloorNs);
+        }
       }
+      interval = std::min(interval * 2, kMaxCheckNs);
+      check_at = now + interval;
     }
-    interval = std::min(interval * 2, kMaxCheckNs);
-    check_at = now + interval;
+    // Only while the word is still someone else's: a lock that is free
+    // now is taken at the top of the loop even past the deadline.
+    if (judged && step.limited() && word.load(std::memory_order_relaxed) != 0) {
+      int e = step.reached_after(fr);
+      if (e) return e;
+    }
   }
 }
 
@@ -208,16 +235,18 @@ void init_lock(Core *c) {
   c->lock_owner = Owner{};
 }
 
-void lock(shmsem_t *s) {
+int lock_within(shmsem_t *s, const Limit *limit) {
   const Owner &me = self_thread_owner();
   const uint32_t tid = uint32_t(me.tid) & kLockTidMask;
   uint32_t expected = 0;
   // Acquire: pairs with the release exchange in unlock().
-  bool dead_holder = false;
+  int got = 0;
   if (!s->core->lock_word.compare_exchange_strong(
           expected, tid, std::memory_order_acquire,
           std::memory_order_relaxed))
-    dead_holder = lock_slow(s, tid);
+    got = lock_slow(s, tid, limit);
+  if (got < 0) return got;
+  const bool dead_holder = got == 1;
   SHMSEM_HOOK(LOCK_TAKEN);
   name_holder(s->core, me);
   s->corrupt = false;
@@ -226,7 +255,10 @@ void lock(shmsem_t *s) {
     // derived state from the record states before anyone else sees it.
     repair(s);
   }
+  return 0;
 }
+
+void lock(shmsem_t *s) { (void)lock_within(s, nullptr); }
 
 void unlock(shmsem_t *s) {
   if (s->corrupt) {

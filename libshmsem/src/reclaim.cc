@@ -29,6 +29,8 @@ namespace {
 
 // Records reclaimed per lock hold: bounds the time others wait for the lock.
 constexpr size_t kChunk = 64;
+// Verdicts between two looks at the caller's limit.
+constexpr size_t kJudgedPerCheck = 16;
 
 bool same(const Owner &a, const Owner &b) {
   return a.pid == b.pid && a.tid == b.tid && a.start == b.start &&
@@ -94,14 +96,15 @@ class Verdicts {
     if (threads_.empty() || threads_.back().first != t)
       threads_.push_back({t, Verdict::kUnknown});
   }
-  // Judges every key; returns true if anyone is dead.
-  bool settle() {
-    bool any = settle(procs_, [](const PKey &k) {
+  // Judges every key, or the first ones until `step` is reached (the rest
+  // stay unknown: alive); returns true if anyone is dead.
+  bool settle(const StepLimit &step) {
+    bool any = settle(step, procs_, [](const PKey &k) {
       Owner o{};
       std::tie(o.pid, o.start, o.ino) = k;
       return process_verdict(o);
     });
-    any |= settle(threads_, [](const TKey &k) {
+    any |= settle(step, threads_, [](const TKey &k) {
       Owner o{};
       std::tie(o.tid, o.tino) = k;
       return thread_verdict(o);
@@ -119,7 +122,8 @@ class Verdicts {
   static PKey pkey(const Owner &o) { return {o.pid, o.start, o.ino}; }
   static TKey tkey(const Owner &o) { return {o.tid, o.tino}; }
   template <typename K, typename F>
-  static bool settle(std::vector<std::pair<K, Verdict>> &v, F judge) {
+  static bool settle(const StepLimit &step,
+                     std::vector<std::pair<K, Verdict>> &v, F judge) {
     std::sort(v.begin(), v.end(),
               [](const auto &a, const auto &b) { return a.first < b.first; });
     v.erase(std::unique(v.begin(), v.end(),
@@ -128,9 +132,14 @@ class Verdicts {
                         }),
             v.end());
     bool any = false;
+    size_t i = 0;
     for (auto &e : v) {
       e.second = judge(e.first);
+      SHMSEM_HOOK(RECLAIM_JUDGED);
       any |= e.second == Verdict::kDead;
+      // A verdict costs a system call or two; the clock is cheaper. The
+      // first ones are judged whatever the limit.
+      if (++i % kJudgedPerCheck == 0 && step.reached()) break;
     }
     return any;
   }
@@ -156,6 +165,13 @@ int reclaim_one(shmsem_t *s, const Candidate &cand,
     WaiterSlot &ws = s->slots[cand.idx];
     uint32_t word = ws.word.load(std::memory_order_relaxed);
     if (word == kSlotFree || !same(ws.owner, cand.owner)) return 0;
+    if (slot_left(word)) {
+      // Left by its owner without the lock (alive or not): free it.
+      uint32_t g = sweep_left(s, cand.idx);
+      if (g != kNone) wake->push_back(g);
+      SHMSEM_HOOK(RECLAIM_ONE);
+      return 1;
+    }
     if (word == kSlotWaiting) queue_unlink(s, cand.idx);
     uint32_t l = word == kSlotGranted ? ws.lease : kNone;
     slot_free(s, cand.idx);  // commit
@@ -224,33 +240,39 @@ class PassClock {
 
 }  // namespace
 
-int reclaim(shmsem_t *s) {
+int reclaim(shmsem_t *s, const Limit *limit) {
   if (!s) return -EINVAL;
   if (s->rdonly) return -EBADF;
   NoCancel no_cancel;  // the pass reads /proc and polls: cancellation points
   PassClock clock(s);
+  const StepLimit step(limit, kPassFloorNs);
   // 1. Without the lock: the records in use, and is each owner alive? A
   // process that cannot prove it shares the segment's PID namespace judges
-  // nobody (every pid it would look up may name another process).
+  // nobody (every pid it would look up may name another process), but it
+  // frees slots whose owner left.
+  // Slots whose owner left without the lock need no verdict.
   std::vector<Candidate> dead;
-  if (may_judge(s->pidns)) {
-    Verdicts v;
-    for_each_in_use(s, [&](uint32_t, bool slot, const Owner &o) {
+  const bool judge = may_judge(s->pidns);
+  Verdicts v;
+  for_each_in_use(s, [&](uint32_t idx, bool slot, const Owner &o) {
+    if (slot && slot_left(s->slots[idx].word.load(std::memory_order_relaxed)))
+      dead.push_back({idx, true, o});
+    else if (judge)
       v.add(slot, o);
+  });
+  // Only if someone is dead: the records that name them (read again; a
+  // record that changed meanwhile is simply judged on its new bytes).
+  if (judge && v.settle(step))
+    for_each_in_use(s, [&](uint32_t idx, bool slot, const Owner &o) {
+      if (v.dead(slot, o)) dead.push_back({idx, slot, o});
     });
-    // Only if someone is dead: the records that name them (read again; a
-    // record that changed meanwhile is simply judged on its new bytes).
-    if (v.settle())
-      for_each_in_use(s, [&](uint32_t idx, bool slot, const Owner &o) {
-        if (v.dead(slot, o)) dead.push_back({idx, slot, o});
-      });
-  }
   if (dead.empty()) {
     // Still take the lock once: if its owner died inside a critical
     // section, this is what runs repair() when nobody else is locking
     // (e.g. a releaser died between RESERVED and GRANTED while every other
-    // process sleeps on its slot word).
-    LockGuard guard(s);
+    // process sleeps on its slot word). Within the limit: a lock that
+    // stays held is someone else's to repair.
+    LockGuard guard(s, limit);
     return 0;
   }
   SHMSEM_HOOK(RECLAIM_SCANNED);
@@ -260,7 +282,8 @@ int reclaim(shmsem_t *s) {
   std::vector<uint32_t> wake;
   for (size_t i = 0; i < dead.size(); i += kChunk) {
     {
-      LockGuard guard(s);
+      LockGuard guard(s, limit);
+      if (guard.error()) break;  // the rest is left for the next pass
       SHMSEM_HOOK(RECLAIM_LOCKED);
       for (size_t j = i; j < dead.size() && j < i + kChunk; j++)
         n += reclaim_one(s, dead[j], &wake);
@@ -276,7 +299,7 @@ uint64_t watch_period(shmsem_t *s) {
   return std::clamp(p, kWatchPeriodNs, kMaxWatchPeriodNs);
 }
 
-int maybe_reclaim(shmsem_t *s) {
+int maybe_reclaim(shmsem_t *s, const Limit *limit) {
   if (s->rdonly) return 0;
   uint64_t now = real_mono_ns();
   uint64_t last = s->core->last_reclaim_ns.load(std::memory_order_relaxed);
@@ -285,23 +308,25 @@ int maybe_reclaim(shmsem_t *s) {
   if (!s->core->last_reclaim_ns.compare_exchange_strong(
           last, now, std::memory_order_relaxed))
     return 0;
-  return reclaim(s);
+  return reclaim(s, limit);
 }
 
 namespace {
 
 // Under the lock: become the watcher if nobody (alive in our books) is.
-void adopt_if_orphaned(shmsem_t *s, uint32_t slot) {
-  LockGuard guard(s);
+void adopt_if_orphaned(shmsem_t *s, uint32_t slot, const Limit *limit) {
+  LockGuard guard(s, limit);
+  if (guard.error()) return;
   uint32_t wt = s->core->watcher.load(std::memory_order_relaxed);
-  if (wt >= s->max_waiters ||
-      s->slots[wt].word.load(std::memory_order_relaxed) == kSlotFree)
-    s->core->watcher = slot;
+  uint32_t word = wt < s->max_waiters
+                      ? s->slots[wt].word.load(std::memory_order_relaxed)
+                      : kSlotFree;
+  if (word == kSlotFree || slot_left(word)) s->core->watcher = slot;
 }
 
 }  // namespace
 
-uint64_t watch_step(shmsem_t *s, uint32_t slot) {
+uint64_t watch_step(shmsem_t *s, uint32_t slot, const Limit *limit) {
   uint64_t now = real_mono_ns();
   uint64_t period = watch_period(s);
   if (!is_watcher(s, slot)) {
@@ -312,8 +337,8 @@ uint64_t watch_step(shmsem_t *s, uint32_t slot) {
     }
     // Stale heartbeat: reclaim (which frees a dead watcher's slot and
     // passes the role on), and take the role if it is still orphaned.
-    maybe_reclaim(s);
-    adopt_if_orphaned(s, slot);
+    maybe_reclaim(s, limit);
+    adopt_if_orphaned(s, slot, limit);
     if (!is_watcher(s, slot)) return now + std::max(period, kBackupPeriodNs);
   }
   // The watcher is alone in its role, so it runs its pass every period
@@ -322,7 +347,7 @@ uint64_t watch_step(shmsem_t *s, uint32_t slot) {
   // new watcher waits out the period of the last pass (by anyone) first.
   uint64_t beat = s->core->last_reclaim_ns.load(std::memory_order_relaxed);
   if (now - beat < period) return beat + period;
-  reclaim(s);
+  reclaim(s, limit);
   return now + watch_period(s);
 }
 

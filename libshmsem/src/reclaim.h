@@ -7,6 +7,7 @@
 #define SHMSEM_SRC_RECLAIM_H
 
 #include "handle.h"
+#include "limit.h"
 
 namespace shmsem::detail {
 
@@ -16,10 +17,15 @@ inline constexpr uint64_t kWatchPeriodNs = 1'000'000;  // 1 ms, the floor
 inline constexpr uint64_t kPassBudget = 200;
 inline constexpr uint64_t kMaxWatchPeriodNs = 10'000'000'000;  // 10 s
 
-// A full pass now: returns the number of leases plus slots reclaimed.
-int reclaim(shmsem_t *s);
+// A full pass now: returns the number of leases plus slots reclaimed. With
+// a limit (the caller's deadline, cancel handle) the pass stops early once
+// the limit is reached and it has run for kPassFloorNs: owners not judged
+// yet are left for the next pass (a pass judges them in the same order, and
+// the ones it reclaimed are gone, so passes make progress).
+int reclaim(shmsem_t *s, const Limit *limit);
 // reclaim() unless another pass started less than one period ago.
-int maybe_reclaim(shmsem_t *s);
+int maybe_reclaim(shmsem_t *s, const Limit *limit);
+inline constexpr uint64_t kPassFloorNs = 1'000'000;
 // The current watch period (core.watch_period_ns, clamped).
 uint64_t watch_period(shmsem_t *s);
 
@@ -38,7 +44,7 @@ inline bool is_watcher(shmsem_t *s, uint32_t slot) {
 // One step of a queued waiter's watch duty: polls for deaths if it is (or
 // becomes) the watcher. Returns the real CLOCK_MONOTONIC time at which the
 // waiter should wake up next for the following step.
-uint64_t watch_step(shmsem_t *s, uint32_t slot);
+uint64_t watch_step(shmsem_t *s, uint32_t slot, const Limit *limit);
 
 }  // namespace shmsem::detail
 

@@ -35,28 +35,48 @@ void repair(shmsem_t *s) {
         w < m ? s->slots[w].word.load(std::memory_order_relaxed) : 0;
     if (word == kSlotWaiting) {
       s->slots[w].lease = l;
-      s->slots[w].word.store(kSlotGranted, std::memory_order_release);
-      wake.push_back(w);
-    } else if (!(word == kSlotGranted && s->slots[w].lease == l)) {
+      // A CAS: the owner may leave without the lock at any moment; then
+      // the lease is an orphan like any other.
+      if (s->slots[w].word.compare_exchange_strong(
+              word, kSlotGranted, std::memory_order_release,
+              std::memory_order_relaxed))
+        wake.push_back(w);
+      else
+        rec.state.store(kLeaseFree, std::memory_order_release);  // orphan
+    } else if (!((word == kSlotGranted || word == kSlotLeft) &&
+                 s->slots[w].lease == l)) {
       rec.state.store(kLeaseFree, std::memory_order_release);  // orphan
     }
   }
   for (uint32_t w = 0; w < m; w++) {
     WaiterSlot &ws = s->slots[w];
     uint32_t word = ws.word.load(std::memory_order_relaxed);
+    // Slot words its owner may change meanwhile (leaving without the lock:
+    // WAITING -> LEFT_QUEUED, the others -> LEFT) are changed by CAS; a
+    // slot left either way is consistent, and is freed by whoever meets it
+    // next (grant.cc sweep_left()), never here.
     if (word == kSlotGranted) {
       uint32_t l = ws.lease;
       if (l >= n ||
           s->leases[l].state.load(std::memory_order_relaxed) !=
               kLeaseReserved ||
           s->leases[l].slot != w)
-        ws.word.store(kSlotFree, std::memory_order_release);  // consumed
-    } else if (word == kSlotWaiting && c->closed.load(std::memory_order_relaxed)) {
-      // 2. A shutdown that died half-way.
-      ws.word.store(kSlotClosed, std::memory_order_release);
-      wake.push_back(w);
+        ws.word.compare_exchange_strong(word, kSlotFree,
+                                        std::memory_order_release,
+                                        std::memory_order_relaxed);  // consumed
+    } else if ((word == kSlotWaiting || word == kSlotLeftQueued) &&
+               c->closed.load(std::memory_order_relaxed)) {
+      // 2. A shutdown that died half-way. (A slot its owner left goes out
+      // of the queue as LEFT: nobody waits on a closed semaphore.)
+      if (word == kSlotWaiting &&
+          ws.word.compare_exchange_strong(word, kSlotClosed,
+                                          std::memory_order_release,
+                                          std::memory_order_relaxed))
+        wake.push_back(w);
+      else
+        ws.word.store(kSlotLeft, std::memory_order_release);
     } else if (word != kSlotWaiting && word != kSlotCancelled &&
-               word != kSlotClosed && word != kSlotFree) {
+               word != kSlotClosed && word != kSlotFree && !slot_left(word)) {
       ws.word.store(kSlotFree, std::memory_order_release);
     }
   }
@@ -103,7 +123,8 @@ void repair(shmsem_t *s) {
     used_add(s, c->n_used_slots, s->used_slots, m, w, &ws.used_pos);
     uint64_t ticket = __atomic_load_n(&ws.ticket, __ATOMIC_RELAXED);
     max_ticket = std::max(max_ticket, ticket);
-    if (word == kSlotWaiting) queued.emplace_back(ticket, w);
+    if (word == kSlotWaiting || word == kSlotLeftQueued)
+      queued.emplace_back(ticket, w);
   }
   // FIFO among the live waiters: tickets were stored before each commit.
   std::sort(queued.begin(), queued.end());
@@ -114,7 +135,9 @@ void repair(shmsem_t *s) {
 
   // 4. The watcher role, if its holder's slot is gone.
   uint32_t wt = c->watcher;
-  if (wt >= m || s->slots[wt].word.load(std::memory_order_relaxed) == kSlotFree) {
+  uint32_t wword =
+      wt < m ? s->slots[wt].word.load(std::memory_order_relaxed) : kSlotFree;
+  if (wword == kSlotFree || slot_left(wword)) {
     c->watcher = c->tail;
     if (c->tail != kNone) wake.push_back(c->tail);
   }

@@ -16,13 +16,25 @@ int fail_queued(shmsem_t *s) {
   for (uint32_t i = 0; i <= s->max_waiters; i++) {
     uint32_t w = s->core->head;
     if (w == kNone) break;
-    if (!slot_ok(s, w) ||
-        s->slots[w].word.load(std::memory_order_relaxed) != kSlotWaiting) {
+    uint32_t word =
+        slot_ok(s, w) ? s->slots[w].word.load(std::memory_order_relaxed) : 0;
+    if (word == kSlotLeftQueued) {
+      sweep_left(s, w);  // its owner left without the lock: just free it
+      continue;
+    }
+    if (word != kSlotWaiting) {
       mark_corrupt(s);  // repair turns every WAITING slot CLOSED
       break;
     }
     queue_unlink(s, w);
-    s->slots[w].word.store(kSlotClosed, std::memory_order_release);  // commit
+    // A CAS: the owner may leave without the lock at any moment.
+    uint32_t expected = kSlotWaiting;
+    if (!s->slots[w].word.compare_exchange_strong(
+            expected, kSlotClosed, std::memory_order_release,
+            std::memory_order_relaxed)) {  // commit
+      free_left(s, w);  // it left after we looked; unlinked above
+      continue;
+    }
     stat_bump(s->core->shutdown_failures);
     // Woken under the lock: shutdown is rare, and the slot cannot be freed
     // before its owner takes the lock to see CLOSED.

@@ -186,8 +186,18 @@ void record_wait(shmsem_t *s, uint64_t ns);
 // owner); the caller has already taken it out of `held`/`reserved`. Hand it
 // to the head waiter (RESERVED, word GRANTED) and return that slot, which the
 // caller must wake after unlocking; or put it back in the pool and return
-// kNone. This is the only place a permit is granted to a waiter.
+// kNone. This is the only place a permit is granted to a waiter. Heads
+// whose owner left without the lock are freed on the way.
 uint32_t pass_permit(shmsem_t *s, uint32_t l);
+
+// Frees slot `w` (checked by the caller), whose owner left without the lock
+// (LEFT_QUEUED: unlinked first; LEFT: a lease still RESERVED for it is
+// passed on). Returns the slot that lease was granted to, to wake after
+// unlocking, or kNone. No effect on any other state.
+uint32_t sweep_left(shmsem_t *s, uint32_t w);
+// The same for a LEFT_QUEUED slot the caller has already unlinked (it found
+// the slot left when its CAS from WAITING failed).
+void free_left(shmsem_t *s, uint32_t w);
 
 // The waiter owning slot `w` completes: its word is no longer WAITING.
 // Frees the slot; GRANTED fills `lease` and returns 0.

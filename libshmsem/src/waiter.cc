@@ -11,7 +11,8 @@
 
 namespace shmsem::detail {
 
-int waiter_start(shmsem_t *s, bool may_queue, Waiter *w, shmsem_lease_t *lease) {
+int waiter_start(shmsem_t *s, bool may_queue, const Limit *limit, Waiter *w,
+                 shmsem_lease_t *lease) {
   if (s->rdonly) return -EBADF;
   // Learnt before the lock: the first time in a process (or thread) it
   // costs system calls; after that it is a copy. A wait belongs to the
@@ -20,7 +21,8 @@ int waiter_start(shmsem_t *s, bool may_queue, Waiter *w, shmsem_lease_t *lease) 
   const Owner &me = may_queue ? self_thread_owner() : self_owner();
   // (A process in another PID namespace than the segment's never gets
   // here: the C API refuses it with -EXDEV, capi.cc.)
-  LockGuard guard(s);
+  LockGuard guard(s, limit);
+  if (guard.error()) return guard.error();
   SHMSEM_HOOK(ACQUIRE_LOCKED);
   Core *c = s->core;
   if (c->closed.load(std::memory_order_relaxed)) return -ESHUTDOWN;
@@ -70,14 +72,44 @@ int waiter_start(shmsem_t *s, bool may_queue, Waiter *w, shmsem_lease_t *lease) 
 
 namespace {
 
+// The lock stayed held by another past the caller's limit (`err`): leave
+// without it (waiter.h). One CAS on our own word, from whatever it holds
+// now: only we leave it, and lock holders change it by CAS from WAITING
+// only, so the loop ends after at most one lost race (a grant, a cancel,
+// a shutdown).
+int leave_unlocked(shmsem_t *s, const Waiter &w, int err) {
+  std::atomic<uint32_t> &word = *waiter_word(s, w);
+  uint32_t v = word.load(std::memory_order_acquire);
+  SHMSEM_HOOK(WAIT_LEAVING);
+  for (;;) {
+    uint32_t to = kSlotLeft;
+    int r = err;
+    switch (v) {
+      case kSlotWaiting: to = kSlotLeftQueued; break;
+      case kSlotGranted: break;
+      case kSlotCancelled: r = -ECANCELED; break;
+      case kSlotClosed: r = -ESHUTDOWN; break;
+      default:
+        // FREE, or a value a writer put there: not ours any more (as in
+        // finish_slot()); leave it alone.
+        return -ENOTRECOVERABLE;
+    }
+    // Acquire on failure: a GRANTED that beat us is read with its lease.
+    if (word.compare_exchange_strong(v, to, std::memory_order_acq_rel,
+                                     std::memory_order_acquire))
+      return r;
+  }
+}
+
 // Completes the wait under the lock; `abandon_reason` != 0 tries to leave
 // the queue first. Wakes the next watcher, if any, after unlocking.
 int complete(shmsem_t *s, const Waiter &w, int abandon_reason,
-             shmsem_lease_t *lease) {
+             const Limit *limit, shmsem_lease_t *lease) {
   int r;
   uint32_t next_watcher;
   {
-    LockGuard guard(s);
+    LockGuard guard(s, limit);
+    if (guard.error()) return leave_unlocked(s, w, guard.error());
     SHMSEM_HOOK(WAIT_RETURN_LOCKED);
     WaiterSlot &ws = s->slots[w.slot];
     if (abandon_reason &&
@@ -99,30 +131,44 @@ int complete(shmsem_t *s, const Waiter &w, int abandon_reason,
 
 }  // namespace
 
-int waiter_poll(shmsem_t *s, const Waiter &w, shmsem_lease_t *lease) {
-  // Acquire: pairs with the release store of the new word (grant.cc).
+int waiter_poll(shmsem_t *s, const Waiter &w, const Limit *limit,
+                shmsem_lease_t *lease) {
+  // Acquire: pairs with the release CAS of the new word (grant.cc).
   if (waiter_word(s, w)->load(std::memory_order_acquire) == kSlotWaiting)
     return -EINPROGRESS;
-  return complete(s, w, 0, lease);
+  return complete(s, w, 0, limit, lease);
 }
 
 int waiter_abandon(shmsem_t *s, const Waiter &w, int reason,
-                   shmsem_lease_t *lease) {
-  return complete(s, w, reason, lease);
+                   const Limit *limit, shmsem_lease_t *lease) {
+  return complete(s, w, reason, limit, lease);
 }
 
 void waiter_cancel_remote(shmsem_t *s, uint32_t slot, uint64_t ticket) {
   bool wake = false;
   {
-    LockGuard guard(s);
+    // The waiter may leave by itself while we wait for a lock held by a
+    // stopped process: then there is nothing left to cancel.
+    Limit limit;
+    limit.watch = waiter_word(s, Waiter{slot, ticket});
+    limit.watch_value = kSlotWaiting;
+    LockGuard guard(s, &limit);
+    if (guard.error()) return;
     SHMSEM_HOOK(CANCEL_LOCKED);
     WaiterSlot &ws = s->slots[slot];
     if (ws.ticket == ticket &&
         ws.word.load(std::memory_order_relaxed) == kSlotWaiting) {
       queue_unlink(s, slot);
-      ws.word.store(kSlotCancelled, std::memory_order_release);  // commit
-      stat_bump(s->core->cancellations);
-      wake = true;
+      // A CAS: the owner may leave without the lock at any moment.
+      uint32_t expected = kSlotWaiting;
+      if (ws.word.compare_exchange_strong(expected, kSlotCancelled,
+                                          std::memory_order_release,
+                                          std::memory_order_relaxed)) {
+        stat_bump(s->core->cancellations);  // committed
+        wake = true;
+      } else {
+        free_left(s, slot);  // it left (LEFT_QUEUED), unlinked above
+      }
     }
   }
   if (wake) futex_wake(&s->slots[slot].word, 1);

@@ -6,6 +6,7 @@
 #define SHMSEM_SRC_WAITER_H
 
 #include "handle.h"
+#include "limit.h"
 
 namespace shmsem::detail {
 
@@ -16,8 +17,11 @@ struct Waiter {
 
 // Returns 0 with `lease` filled if a permit was taken at once; 1 if queued
 // (`w` describes the slot); -EAGAIN if !may_queue and no permit could be
-// taken without passing a waiter; -ESHUTDOWN, -EBUSY (queue full), -EBADF.
-int waiter_start(shmsem_t *s, bool may_queue, Waiter *w, shmsem_lease_t *lease);
+// taken without passing a waiter; -ESHUTDOWN, -EBUSY (queue full), -EBADF;
+// or `limit`'s error if it was reached while the lock was held by another
+// (nothing changed).
+int waiter_start(shmsem_t *s, bool may_queue, const Limit *limit, Waiter *w,
+                 shmsem_lease_t *lease);
 
 // The futex word to sleep on; sleep only while it reads kSlotWaiting.
 inline std::atomic<uint32_t> *waiter_word(shmsem_t *s, const Waiter &w) {
@@ -26,13 +30,24 @@ inline std::atomic<uint32_t> *waiter_word(shmsem_t *s, const Waiter &w) {
 
 // -EINPROGRESS while still queued; otherwise completes the wait: 0 with
 // `lease` (granted), -ECANCELED or -ESHUTDOWN. After completion `w` is dead.
-int waiter_poll(shmsem_t *s, const Waiter &w, shmsem_lease_t *lease);
+// Completing takes the lock; if `limit` is reached while another holds it,
+// the waiter leaves without it (below) and `limit`'s error is returned.
+int waiter_poll(shmsem_t *s, const Waiter &w, const Limit *limit,
+                shmsem_lease_t *lease);
 
 // Give up with `reason` (-ETIMEDOUT, -ECANCELED, -EINTR). One-shot: if a
 // grant (or cancel, or shutdown) already won, returns that outcome instead,
 // e.g. 0 with `lease` if the grant won. After it `w` is dead.
+//
+// Leaving without the lock: when `limit` is reached while another process
+// holds the lock (stopped, or a writer named a live thread in the lock
+// word), the waiter changes its own slot word with one CAS (WAITING ->
+// LEFT_QUEUED; GRANTED, CANCELLED, CLOSED -> LEFT) and returns `limit`'s
+// error (-ECANCELED or -ESHUTDOWN if that was already the outcome). A
+// grant that had already won is given up then: its permit goes on to the
+// next waiter. The next lock holder that meets the slot frees it.
 int waiter_abandon(shmsem_t *s, const Waiter &w, int reason,
-                   shmsem_lease_t *lease);
+                   const Limit *limit, shmsem_lease_t *lease);
 
 // Another thread cancels the wait of (slot, ticket): WAITING->CANCELLED and a
 // wake-up. No effect if that wait already completed.

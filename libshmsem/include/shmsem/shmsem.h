@@ -167,12 +167,20 @@ int shmsem_unlink(const char *name);
  */
 int shmsem_acquire(shmsem_t *s, shmsem_lease_t *lease);
 
-/* Take a permit only if one is free and nobody is queued. Never blocks.
+/* Take a permit only if one is free and nobody is queued. Never sleeps for a
+ * permit; waits at most about 100 ms for the internal lock if another
+ * process holds it (stopped, or a writer named a live thread in it), 1 s
+ * while that holder is seen running (preempted on a busy machine).
  * Errors: -EAGAIN no permit now; -ESHUTDOWN; -EBADF. */
 int shmsem_try_acquire(shmsem_t *s, shmsem_lease_t *lease);
 
 /* As shmsem_acquire, giving up at the absolute CLOCK_MONOTONIC `deadline`.
  * If a grant and the deadline race, the grant wins and 0 is returned.
+ * A wait for the internal lock held by another process (stopped, or never
+ * letting go) ends at the deadline too, but lasts at least 100 ms (1 s
+ * while that holder is seen running); a grant
+ * that cannot be turned into a lease for that reason is given up and the
+ * permit goes on (shmsem(7), Races).
  * A deadline too far in the future to represent in 64-bit nanoseconds means
  * "never". Errors: -ETIMEDOUT; -EINVAL bad timespec (tv_nsec outside
  * [0, 999999999] or tv_sec < 0); and those of shmsem_acquire. */

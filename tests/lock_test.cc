@@ -22,6 +22,7 @@
 #include "layout.h"
 #include "lock.h"
 #include "support/hook_gate.h"
+#include "support/manual_clock.h"
 #include "support/process.h"
 #include "support/segment.h"
 #include "testing.h"
@@ -380,6 +381,117 @@ TEST(Lock, WaiterLeavingWhileItsGrantIsUnderWayIsPassedOver) {
   ASSERT_EQ(r2.load(), 0) << "the permit went to a waiter that had left";
   EXPECT_EQ(word_of(s, slot), detail::kSlotFree);
   EXPECT_EQ(shmsem_release(s, &l2), 0);
+  EXPECT_COUNTS(s, 1, 0, 0, 0);
+  EXPECT_INVARIANTS(s);
+}
+
+// A reclamation pass collects a slot because its owner left it, without a
+// verdict (the owner is alive). Before the pass takes the lock, the slot is
+// freed and the same thread queues again in it, under the same name: the
+// pass must leave that live waiter alone. (It took the dead-owner path,
+// freed the slot and sent the waiter -ENOTRECOVERABLE: found by an
+// adversarial test, in 5 of 6 random runs too.)
+TEST(Lock, PassThatSawASlotLeftNeverFreesItsOwnersNextWait) {
+  Segment seg(1);
+  shmsem_t *s = seg.get();
+  shmsem_lease_t held;
+  ASSERT_EQ(shmsem_acquire(s, &held), 0);
+  shmsem_cancel_t c;
+  shmsem_cancel_init(&c);
+  std::atomic<int> r{1}, r_again{1}, step{0};
+  shmsem_lease_t l_again;
+  std::thread t([&] {  // one thread, so both waits carry the same name
+    shmsem_lease_t l;
+    r = shmsem_acquire_ex(s, nullptr, &c, 0, &l);
+    step = 1;
+    while (step.load() != 2) usleep(1000);
+    r_again = shmsem_acquire(s, &l_again);
+  });
+  ASSERT_TRUE(wait_until([&] { return s->core->waiting.load() == 1; }));
+  const uint32_t slot = s->core->head;
+  Children kids;
+  pid_t holder = spawn_holder_at(kids, seg, HookPoint::ACQUIRE_LOCKED, SIGSTOP);
+  shmsem_cancel(&c);  // the waiter leaves without the lock
+  ASSERT_TRUE(wait_until([&] { return step.load() == 1; }));
+  ASSERT_EQ(r.load(), -ECANCELED);
+  ASSERT_EQ(word_of(s, slot), detail::kSlotLeftQueued);
+  kill(holder, SIGCONT);
+  EXPECT_EQ(kids.wait(holder), 1);
+  // A pass collects the left slot, then stops before taking the lock.
+  HookGate gate;
+  int p = gate.arm(HookPoint::RECLAIM_SCANNED, 4);
+  std::thread pass([&] {
+    HookGate::tag_this_thread(4);
+    shmsem_recover(s);
+  });
+  ASSERT_TRUE(gate.wait_arrived(p));
+  // Meanwhile the slot is freed (a release sweeps it), the permit taken
+  // back, and the same thread queues again, in the same slot.
+  ASSERT_EQ(shmsem_release(s, &held), 0);
+  ASSERT_EQ(word_of(s, slot), detail::kSlotFree);
+  ASSERT_EQ(shmsem_acquire(s, &held), 0);
+  step = 2;
+  ASSERT_TRUE(wait_until([&] { return s->core->waiting.load() == 1; }));
+  ASSERT_EQ(s->core->head, slot) << "the freed slot is reused first";
+  gate.resume(p);
+  pass.join();
+  EXPECT_EQ(word_of(s, slot), detail::kSlotWaiting) << "a live wait was freed";
+  ASSERT_EQ(shmsem_release(s, &held), 0);
+  t.join();
+  EXPECT_EQ(r_again.load(), 0);
+  EXPECT_EQ(shmsem_release(s, &l_again), 0);
+  EXPECT_COUNTS(s, 1, 0, 0, 0);
+  EXPECT_INVARIANTS(s);
+}
+
+// A queued waiter whose deadline passes while a stopped process holds the
+// lock waits for it in several steps (the watcher's passes, then the lock
+// to leave the queue). The floor counts from the start of the call, so the
+// last step gives up at its first look at the holder instead of starting a
+// floor of its own (an adversarial test saw calls 2-3 floors late). The
+// deadline is on a manual clock: it passes when the test says, after the
+// holder has been looked at 8 times (1 + 2 + ... + 64 ms > the 100 ms
+// floor of a stopped holder).
+std::atomic<bool> g_after_timeout{false};
+std::atomic<int> g_looks{0}, g_looks_after_timeout{0};
+
+void count_looks(HookPoint p, void *) {
+  if (p == HookPoint::WAIT_TIMEOUT_FIRED) g_after_timeout = true;
+  if (p != HookPoint::LOCK_HOLDER_ALIVE) return;
+  g_looks++;
+  if (g_after_timeout.load()) g_looks_after_timeout++;
+}
+
+TEST(Lock, QueuedWaiterPastItsDeadlineGetsOneFloorNotOnePerStep) {
+  Segment seg(1);
+  shmsem_t *s = seg.get();
+  shmsem_lease_t held;
+  ASSERT_EQ(shmsem_acquire(s, &held), 0);
+  ManualClock clock;
+  g_after_timeout = false;
+  g_looks = 0;
+  g_looks_after_timeout = 0;
+  std::atomic<int> r{1};
+  const timespec deadline = clock.deadline_in(1'000'000'000);
+  std::thread t([&] {
+    shmsem_lease_t l;
+    r = shmsem_acquire_until(s, &deadline, &l);
+  });
+  ASSERT_TRUE(wait_until([&] { return s->core->waiting.load() == 1; }));
+  Children kids;
+  pid_t holder = spawn_holder_at(kids, seg, HookPoint::ACQUIRE_LOCKED, SIGSTOP);
+  testing::set_hook(count_looks, nullptr);
+  ASSERT_TRUE(wait_until([] { return g_looks.load() >= 8; }));
+  clock.advance(2'000'000'000);
+  t.join();
+  testing::set_hook(nullptr, nullptr);
+  EXPECT_EQ(r.load(), -ETIMEDOUT);
+  EXPECT_GE(g_looks_after_timeout.load(), 1);
+  EXPECT_LE(g_looks_after_timeout.load(), 2)
+      << "leaving the queue waited out a floor of its own";
+  kill(holder, SIGCONT);
+  EXPECT_EQ(kids.wait(holder), 1);
+  EXPECT_EQ(shmsem_release(s, &held), 0);
   EXPECT_COUNTS(s, 1, 0, 0, 0);
   EXPECT_INVARIANTS(s);
 }

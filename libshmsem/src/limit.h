@@ -15,6 +15,7 @@
 
 #include "cancel.h"
 #include "clock.h"
+#include "futex.h"
 
 namespace shmsem::detail {
 
@@ -24,15 +25,23 @@ struct Limit {
   bool interruptible = false;          // a signal: -EINTR
   // -ECANCELED once *watch no longer holds watch_value (a canceller waiting
   // for the lock gives up when the waiter it cancels has left by itself).
-  const std::atomic<uint32_t> *watch = nullptr;
+  // While it waits it wakes that word at every look (kPollNs), so that the
+  // waiter sees its fired handle now, not at its next periodic wake-up,
+  // which is further away the longer the queue. A wake can be lost (it
+  // changes no word); the next one is not far behind.
+  std::atomic<uint32_t> *watch = nullptr;
   uint32_t watch_value = 0;
+  // When the first step of the call started (real clock; 0: not yet). The
+  // floors count from there, so that a call that waits in several steps
+  // (passes, then the lock to leave the queue) gets one floor, not several.
+  mutable uint64_t since = 0;
 };
 
 // One bounded step under a Limit. The step ends once the caller's deadline
-// has passed *and* the step has had `floor_ns` of real time: a try (its
-// deadline already past) still waits a moment for a lock held in passing,
-// and a pass still judges a few owners. A fired cancel handle ends it at
-// once. A null limit never ends the step.
+// has passed *and* the call has had `floor_ns` of real time since its first
+// step: a try (its deadline already past) still waits a moment for a lock
+// held in passing, and a pass still judges a few owners. A fired cancel
+// handle ends it at once. A null limit never ends the step.
 class StepLimit {
  public:
   // How often a sleeper looks at a cancel handle, a watched word and a
@@ -40,11 +49,10 @@ class StepLimit {
   static constexpr uint64_t kPollNs = 2'000'000;
 
   StepLimit(const Limit *limit, uint64_t floor_ns)
-      : l_(limit),
-        start_(limit ? real_mono_ns() : 0),
+      : l_(limit), start_(limit ? call_start(limit) : 0),
         floor_at_(start_ + floor_ns) {}
 
-  // The floor becomes `floor_ns` from the start of the step (longer while
+  // The floor becomes `floor_ns` from the start of the call (longer while
   // the process waited for is seen making progress).
   void set_floor(uint64_t floor_ns) { floor_at_ = start_ + floor_ns; }
 
@@ -52,9 +60,11 @@ class StepLimit {
   int reached() const {
     if (!l_) return 0;
     if (l_->cancel && cancel_fired(l_->cancel)) return -ECANCELED;
-    if (l_->watch &&
-        l_->watch->load(std::memory_order_acquire) != l_->watch_value)
-      return -ECANCELED;
+    if (l_->watch) {
+      if (l_->watch->load(std::memory_order_acquire) != l_->watch_value)
+        return -ECANCELED;
+      futex_wake(l_->watch, 1);  // a spurious wake-up for anyone else
+    }
     if (l_->deadline && mono_ns() >= l_->deadline &&
         real_mono_ns() >= floor_at_)
       return -ETIMEDOUT;
@@ -79,6 +89,11 @@ class StepLimit {
   bool limited() const { return l_ != nullptr; }
 
  private:
+  static uint64_t call_start(const Limit *l) {
+    if (!l->since) l->since = real_mono_ns();
+    return l->since;
+  }
+
   const Limit *l_;
   uint64_t start_;
   uint64_t floor_at_;

@@ -53,6 +53,11 @@ struct Candidate {
   uint32_t idx;
   bool slot;
   Owner owner;
+  // Collected because its owner left it (no verdict): reclaimed only if it
+  // is still that left slot, ticket and all. The owner is alive and may have
+  // queued again in the same slot since, under the same name.
+  bool left = false;
+  uint64_t ticket = 0;
 };
 
 // Visits the records in use, without the lock: fn(idx, is_slot, owner copy).
@@ -165,6 +170,8 @@ int reclaim_one(shmsem_t *s, const Candidate &cand,
     WaiterSlot &ws = s->slots[cand.idx];
     uint32_t word = ws.word.load(std::memory_order_relaxed);
     if (word == kSlotFree || !same(ws.owner, cand.owner)) return 0;
+    if (cand.left && (!slot_left(word) || ws.ticket != cand.ticket))
+      return 0;  // queued again since: a live waiter, not ours to touch
     if (slot_left(word)) {
       // Left by its owner without the lock (alive or not): free it.
       uint32_t g = sweep_left(s, cand.idx);
@@ -255,8 +262,9 @@ int reclaim(shmsem_t *s, const Limit *limit) {
   const bool judge = may_judge(s->pidns);
   Verdicts v;
   for_each_in_use(s, [&](uint32_t idx, bool slot, const Owner &o) {
-    if (slot && slot_left(s->slots[idx].word.load(std::memory_order_relaxed)))
-      dead.push_back({idx, true, o});
+    if (slot && slot_left(s->slots[idx].word.load(std::memory_order_acquire)))
+      dead.push_back({idx, true, o, true,
+                      __atomic_load_n(&s->slots[idx].ticket, __ATOMIC_RELAXED)});
     else if (judge)
       v.add(slot, o);
   });

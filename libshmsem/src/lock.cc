@@ -131,6 +131,16 @@ uint32_t taken_over(uint32_t v, uint32_t me) {
   return me | kLockWaiters | ((v & kLockTakeover) ^ kLockTakeover);
 }
 
+// CAS the word from `v`, a holder that is gone, to ourselves (acquire, as
+// any lock). False if the word changed meanwhile.
+bool take_over(std::atomic<uint32_t> &word, uint32_t v, uint32_t me) {
+  SHMSEM_HOOK(LOCK_TAKEOVER);
+  uint32_t expected = v;
+  return word.compare_exchange_strong(expected, taken_over(v, me),
+                                      std::memory_order_acquire,
+                                      std::memory_order_relaxed);
+}
+
 // Returns 0 with the lock, 1 with the lock taken over from a dead holder,
 // or the limit's error without the lock.
 int lock_slow(shmsem_t *s, uint32_t me, const Limit *limit) {
@@ -150,29 +160,16 @@ int lock_slow(shmsem_t *s, uint32_t me, const Limit *limit) {
   uint64_t check_at = real_mono_ns() + interval;
   for (;;) {
     uint32_t v = word.load(std::memory_order_relaxed);
-    if (v != 0 && (v & kLockTidMask) == 0) {
-      // Flags but no tid: no holder ever writes that (every holder's tid is
-      // above 0), so a writer did; nobody holds it. Take it, and repair.
-      SHMSEM_HOOK(LOCK_TAKEOVER);
-      uint32_t expected = v;
-      if (word.compare_exchange_strong(expected, taken_over(v, me),
-                                       std::memory_order_acquire,
-                                       std::memory_order_relaxed))
-        return 1;
-      continue;
-    }
-    if (v != 0 && (v & kLockTidMask) == me && may_judge(s->pidns)) {
-      // The word names our own tid, and we do not hold the lock (it is
-      // never taken recursively): an earlier thread with this tid died
-      // holding it, and the kernel gave us its tid. Only a thread of our
-      // PID namespace can hold it (may_judge: the segment's namespace is
-      // known and ours), so that one is gone.
-      SHMSEM_HOOK(LOCK_TAKEOVER);
-      uint32_t expected = v;
-      if (word.compare_exchange_strong(expected, taken_over(v, me),
-                                       std::memory_order_acquire,
-                                       std::memory_order_relaxed))
-        return 1;
+    // Flags but no tid: no holder ever writes that (every holder's tid is
+    // above 0), so a writer did; nobody holds it. Or the word names our own
+    // tid, and we do not hold the lock (it is never taken recursively): an
+    // earlier thread with this tid died holding it, and the kernel gave us
+    // its tid; only a thread of our PID namespace can hold it (may_judge:
+    // the segment's namespace is known and ours), so that one is gone.
+    // Either way: take it, and repair.
+    if (v != 0 && ((v & kLockTidMask) == 0 ||
+                   ((v & kLockTidMask) == me && may_judge(s->pidns)))) {
+      if (take_over(word, v, me)) return 1;
       continue;
     }
     if (v == 0) {
@@ -202,12 +199,7 @@ int lock_slow(shmsem_t *s, uint32_t me, const Limit *limit) {
       // cleared tid and never the earlier thread's record.
       if (word.load(std::memory_order_acquire) == v) {
         if (holder_dead(s, v)) {
-          SHMSEM_HOOK(LOCK_TAKEOVER);
-          uint32_t expected = v;
-          if (word.compare_exchange_strong(expected, taken_over(v, me),
-                                           std::memory_order_acquire,
-                                           std::memory_order_relaxed))
-            return 1;
+          if (take_over(word, v, me)) return 1;
         } else {
           SHMSEM_HOOK(LOCK_HOLDER_ALIVE);
           if (step.limited())

@@ -99,14 +99,28 @@ PinScope::~PinScope() {
   if (active_) sched_setaffinity(0, sizeof saved_, &saved_);
 }
 
-void pin_self(int cpu) {
+bool pin_self(int cpu) {
   cpu_set_t set;
   CPU_ZERO(&set);
   CPU_SET(cpu, &set);
-  if (sched_setaffinity(0, sizeof set, &set) != 0) perror("bench: sched_setaffinity");
+  if (sched_setaffinity(0, sizeof set, &set) == 0) return true;
+  perror("bench: sched_setaffinity");
+  return false;
 }
 
 int cpu_count() { return int(sysconf(_SC_NPROCESSORS_ONLN)); }
+
+std::vector<int> allowed_cpus() {
+  cpu_set_t set;
+  std::vector<int> cpus;
+  if (sched_getaffinity(0, sizeof set, &set) != 0) {
+    perror("bench: sched_getaffinity");
+    return cpus;
+  }
+  for (int c = 0; c < CPU_SETSIZE; c++)
+    if (CPU_ISSET(c, &set)) cpus.push_back(c);
+  return cpus;
+}
 
 char proc_state(pid_t pid) {
   char path[64], buf[512];

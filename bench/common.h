@@ -65,8 +65,13 @@ class PinScope {
   cpu_set_t saved_;
   bool active_;
 };
-void pin_self(int cpu);  // for children (no restore needed)
+// For children (no restore needed). False (and a message on stderr) if the
+// kernel refused, e.g. `cpu` is outside the process's affinity mask.
+bool pin_self(int cpu);
 int cpu_count();
+// The CPUs in the calling process's affinity mask, ascending (online CPUs
+// only: the kernel keeps offline ones out of every mask).
+std::vector<int> allowed_cpus();
 
 // 'S' once the process sleeps (in a futex, semop or flock), from /proc.
 char proc_state(pid_t pid);

@@ -1,11 +1,18 @@
 // Crash reclamation, measured (not a pass/fail test):
 //  1. SIGKILL of a holder -> grant of its permit to the queued head waiter,
-//     over --runs runs (median, p90, max). The killed holder is left a
-//     zombie until the grant is seen, so "zombie counts as dead" is on the
-//     measured path.
-//  2. The cost of death-watching while --waiters waiters are queued behind a
-//     live holder: wake-ups per second across all waiters (voluntary context
-//     switches of their threads) and CPU time per second.
+//     over --runs runs (p50, p90, max, min; nearest rank). The killed
+//     holder is left a zombie until the grant is seen, so "zombie counts as
+//     dead" is on the measured path.
+//  2. The cost of death-watching while --waiters waiter threads are queued
+//     behind a live holder: wake-ups per second in total (voluntary context
+//     switches of every thread of this process: the waiters, the idle main
+//     thread and any thread the library or io_uring adds, whose number is
+//     printed) and CPU time per second.
+//
+// The library picks its death-watch mode once per process from
+// SHMSEM_DEATH_WATCH (unset: events where the kernel has them; "poll": the
+// timed-polling fallback); bench/run.sh runs this binary once each way, and
+// the first line printed says which setting this process saw.
 #include <dirent.h>
 #include <pthread.h>
 #include <shmsem/shmsem.h>
@@ -21,6 +28,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <string>
 #include <thread>
 #include <vector>
@@ -93,7 +101,16 @@ int kill_to_grant(int runs) {
     usleep(5000);  // let the waiter settle into its sleep
     uint64_t t0 = now_ns();
     kill(holder, SIGKILL);
-    wait_for([&] { return sh->granted_at.load() != 0; });
+    if (!wait_for([&] { return sh->granted_at.load() != 0; })) {
+      fprintf(stderr, "bench: run %d: no grant within 10 s of SIGKILL of the holder\n",
+              run);
+      kill(waiter, SIGKILL);
+      waitpid(holder, nullptr, 0);
+      waitpid(waiter, nullptr, 0);
+      shmsem_detach(s);
+      shmsem_unlink(name.c_str());
+      return 1;
+    }
     us.push_back(double(sh->granted_at.load() - t0) / 1000.0);
     waitpid(holder, nullptr, 0);
     waitpid(waiter, nullptr, 0);
@@ -101,20 +118,28 @@ int kill_to_grant(int runs) {
     shmsem_unlink(name.c_str());
   }
   std::sort(us.begin(), us.end());
-  printf("SIGKILL of holder -> grant to queued head, %d runs: median %.0f us, "
+  // Nearest rank: the smallest value with at least q of the runs at or below.
+  auto rank = [&](double q) {
+    size_t i = size_t(std::ceil(q * double(us.size())));
+    return us[std::clamp<size_t>(i, 1, us.size()) - 1];
+  };
+  printf("SIGKILL of holder -> grant to queued head, %d runs: p50 %.0f us, "
          "p90 %.0f us, max %.0f us, min %.0f us\n",
-         runs, us[us.size() / 2], us[us.size() * 9 / 10], us.back(), us.front());
+         runs, rank(0.50), rank(0.90), us.back(), us.front());
   return 0;
 }
 
-uint64_t voluntary_switches() {
+// Summed over every thread of this process; *threads gets their number.
+uint64_t voluntary_switches(int *threads) {
   uint64_t total = 0;
+  *threads = 0;
   DIR *d = opendir("/proc/self/task");
   while (dirent *e = readdir(d)) {
     if (e->d_name[0] == '.') continue;
     std::string p = std::string("/proc/self/task/") + e->d_name + "/status";
     FILE *f = fopen(p.c_str(), "r");
     if (!f) continue;
+    ++*threads;
     char line[256];
     while (fgets(line, sizeof line, f))
       if (!strncmp(line, "voluntary_ctxt_switches:", 24))
@@ -147,14 +172,23 @@ int watch_cost(int nwaiters, int seconds) {
   pthread_attr_init(&attr);
   pthread_attr_setstacksize(&attr, 64 * 1024);
   std::vector<pthread_t> threads(static_cast<size_t>(nwaiters));
-  for (auto &t : threads)
-    pthread_create(&t, &attr, [](void *arg) -> void * {
+  size_t started = 0;
+  for (; started < threads.size(); started++) {
+    int e = pthread_create(&threads[started], &attr, [](void *arg) -> void * {
       shmsem_lease_t l;
       if (shmsem_acquire(static_cast<shmsem_t *>(arg), &l) == 0)
         shmsem_release(static_cast<shmsem_t *>(arg), &l);
       return nullptr;
     }, s);
-  wait_for([&] { return waiting(s) == uint32_t(nwaiters); }, 30000);
+    if (e != 0) {
+      fprintf(stderr, "bench: pthread_create after %zu waiters: %s\n", started,
+              strerror(e));
+      break;
+    }
+  }
+  threads.resize(started);
+  const int nthreads = int(started);
+  wait_for([&] { return waiting(s) == uint32_t(nthreads); }, 30000);
   sleep(1);
   {
     // The cost of one reclamation pass over this queue (what the watcher
@@ -164,17 +198,27 @@ int watch_cost(int nwaiters, int seconds) {
     uint64_t t = now_ns();
     for (int i = 0; i < passes; i++) shmsem_recover(s);
     printf("one reclamation pass over %d queued slots: %.1f us wall, %.1f us CPU\n",
-           nwaiters, double(now_ns() - t) / passes / 1000.0,
+           nthreads, double(now_ns() - t) / passes / 1000.0,
            (cpu_seconds() - c) * 1e6 / passes);
   }
-  uint64_t v0 = voluntary_switches();
+  const uint32_t queued = waiting(s);
+  int tasks0 = 0, tasks1 = 0;
+  uint64_t v0 = voluntary_switches(&tasks0);
   double c0 = cpu_seconds();
   sleep(unsigned(seconds));
-  uint64_t v1 = voluntary_switches();
+  uint64_t v1 = voluntary_switches(&tasks1);
   double c1 = cpu_seconds();
-  printf("%d waiters queued behind a live holder, %d s: %.0f wake-ups/s across "
-         "all waiters, %.2f%% of one CPU\n",
-         nwaiters, seconds, double(v1 - v0) / seconds,
+  // Threads other than the waiters and main (e.g. io_uring workers) may come
+  // and go during the window: both counts are shown when they differ.
+  char tasks[32];
+  if (tasks0 == tasks1)
+    snprintf(tasks, sizeof tasks, "%d", tasks0);
+  else
+    snprintf(tasks, sizeof tasks, "%d->%d", tasks0, tasks1);
+  printf("%d waiter threads (%u queued) behind a live holder, %d s: %.0f "
+         "wake-ups/s in total (all %s threads of this process), %.2f%% of one "
+         "CPU\n",
+         nthreads, queued, seconds, double(v1 - v0) / seconds, tasks,
          100.0 * (c1 - c0) / seconds);
   shmsem_shutdown(s);  // fails every waiter: the threads end
   for (auto &t : threads) pthread_join(t, nullptr);
@@ -193,6 +237,13 @@ int main(int argc, char **argv) {
     if (!strcmp(argv[i], "--runs")) runs = atoi(argv[i + 1]);
     else if (!strcmp(argv[i], "--waiters")) waiters = atoi(argv[i + 1]);
     else if (!strcmp(argv[i], "--seconds")) seconds = atoi(argv[i + 1]);
+  }
+  const char *watch = getenv("SHMSEM_DEATH_WATCH");
+  printf("SHMSEM_DEATH_WATCH=%s\n", watch ? watch : "(unset)");
+  if (runs < 1 || waiters < 1 || seconds < 1) {
+    fprintf(stderr, "usage: %s [--runs N>=1] [--waiters N>=1] [--seconds N>=1]\n",
+            argv[0]);
+    return 2;
   }
   if (kill_to_grant(runs)) return 1;
   return watch_cost(waiters, seconds);

@@ -7,7 +7,9 @@ One row per scenario x arguments x implementation: the scenario's metric,
 its ratio to glibc sem_t, to the physical floor (2 atomic RMWs for the
 uncontended pair, a raw futex wake for handoffs) and to the fair floor (the
 ticket semaphore). Ratios are value/reference; "lower" or "higher" in the
-metric column says which way is better. Reports only: nothing is judged here.
+metric column says which way is better. Ratios compare only rows of the same
+scenario and identical arguments (e.g. "K:2/N:1/pin:1" with "K:2/N:1/pin:1",
+never with "pin:0"). Reports only: nothing is judged here.
 """
 import json
 import re
@@ -80,7 +82,9 @@ def ratio(v, ref):
 def main(path):
     with open(path) as f:
         data = json.load(f)
-    rows = {}  # (scen, args) -> {impl: (metric value or error, counters)}
+    # (scen, args) -> {impl: (metric value or error, counters)}; args is every
+    # named argument ("K:2/N:1/pin:0"), so a ratio never mixes placements.
+    rows = {}
     order = []
     for b in data["benchmarks"]:
         if b.get("run_type") == "aggregate":
@@ -140,16 +144,19 @@ def main(path):
     for sc in ("same_core:0", "same_core:1"):
         print(f"- handoff p50 shmsem/raw_futex, {sc} (target <= 1.1x): "
               f"{r(get('BM_Handoff', sc, 'Shmsem'), get('BM_Handoff', sc, 'RawFutex'))}")
-    k2 = "K:2/N:1"
-    print(f"- K=2 N=1 throughput shmsem/sem_t (target >= 0.75x): "
-          f"{r(get('BM_Contention', k2, 'Shmsem'), get('BM_Contention', k2, 'GlibcSem'))}, "
-          f"Jain {fmt(get('BM_Contention', k2, 'Shmsem', 'jain'))} (target >= 0.99)")
-    for kn in ("K:4/N:1", "K:8/N:1", "K:8/N:4"):
-        print(f"- {kn} throughput shmsem/ticket (target >= 1.0x, aim 1.5x): "
-              f"{r(get('BM_Contention', kn, 'Shmsem'), get('BM_Contention', kn, 'Ticket'))}")
-    mw = get("BM_Contention", "K:8/N:1", "Shmsem", "max_wait_ns")
-    print(f"- K=8 N=1 worst-case wait (target <= 4 ms): "
-          f"{fmt(mw / 1e6) + ' ms' if mw is not None else 'n/a'}")
+    for pin in ("pin:0", "pin:1"):
+        k2 = f"K:2/N:1/{pin}"
+        print(f"- {k2} throughput shmsem/sem_t (target >= 0.75x): "
+              f"{r(get('BM_Contention', k2, 'Shmsem'), get('BM_Contention', k2, 'GlibcSem'))}, "
+              f"Jain {fmt(get('BM_Contention', k2, 'Shmsem', 'jain'))} (target >= 0.99)")
+        for kn in ("K:4/N:1", "K:8/N:1", "K:8/N:4"):
+            kn = f"{kn}/{pin}"
+            print(f"- {kn} throughput shmsem/ticket (target >= 1.0x, aim 1.5x): "
+                  f"{r(get('BM_Contention', kn, 'Shmsem'), get('BM_Contention', kn, 'Ticket'))}")
+        k8 = f"K:8/N:1/{pin}"
+        mw = get("BM_Contention", k8, "Shmsem", "max_wait_ns")
+        print(f"- {k8} worst-case wait (target <= 4 ms): "
+              f"{fmt(mw / 1e6) + ' ms' if mw is not None else 'n/a'}")
     for scen, argset in (("BM_PairVsPermits", ("N:1", "N:64", "N:4096")),
                          ("BM_QueueHandoff", ("threads:1", "threads:101", "threads:4001"))):
         vals = [get(scen, a, "Shmsem") for a in argset]

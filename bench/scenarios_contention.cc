@@ -3,13 +3,20 @@
 // release. Per process, in shared memory: acquisitions and a histogram of
 // the wait (acquire call to return). Reported: ops/s, Jain's fairness index
 // over the per-process counts, min/max count, p50/p99/max wait.
+//
+// Arg "pin": 0 leaves placement to the scheduler; 1 pins child i, before it
+// starts looping, to CPU i mod m of the m CPUs in the parent's affinity mask
+// (with 2 CPUs: even children on the first, odd on the second). Every K/N
+// pair runs both ways.
 #include <benchmark/benchmark.h>
 
 #include <stdio.h>
 #include <string.h>
 
 #include <algorithm>
+#include <initializer_list>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "adapters.h"
@@ -30,11 +37,17 @@ template <class A>
 void BM_Contention(benchmark::State &state) {
   const int k = int(state.range(0));
   const uint32_t n = uint32_t(state.range(1));
+  const bool pin = state.range(2) != 0;
+  const std::vector<int> cpus = allowed_cpus();
+  if (pin && cpus.empty()) {
+    state.SkipWithError("no CPU in the affinity mask");
+    return;
+  }
   A a;
   if (!setup(state, a, n, 1024)) return;
   spin_ns(0);  // calibrate before forking so every child inherits the rate
   struct Control {
-    std::atomic<uint32_t> ready{0}, go{0}, stop{0};
+    std::atomic<uint32_t> ready{0}, go{0}, stop{0}, unpinned{0};
   };
   Control *ctl = shared_new<Control>();
   const size_t per_bytes = sizeof(PerProcess) * size_t(k);
@@ -44,9 +57,14 @@ void BM_Contention(benchmark::State &state) {
     ctl->ready.store(0);
     ctl->go.store(0);
     ctl->stop.store(0);
+    ctl->unpinned.store(0);
     Children kids;
     for (int i = 0; i < k; i++) {
       kids.spawn(i, [&](int me) {
+        // A child the kernel would not pin still runs (the parent waits for
+        // all K) and is counted; the parent then fails the benchmark.
+        if (pin && !pin_self(cpus[size_t(me) % cpus.size()]))
+          ctl->unpinned.fetch_add(1, std::memory_order_relaxed);
         a.attach();
         PerProcess &p = per[me];
         ctl->ready.fetch_add(1, std::memory_order_acq_rel);
@@ -70,6 +88,7 @@ void BM_Contention(benchmark::State &state) {
     sleep_ns(kDurationNs);
     ctl->stop.store(1, std::memory_order_relaxed);
     if (kids.wait_all(10'000'000'000u)) state.SkipWithError("child failed or hung");
+    if (ctl->unpinned.load()) state.SkipWithError("sched_setaffinity failed in a child");
     uint64_t end = start;
     for (int i = 0; i < k; i++) end = std::max(end, per[i].end_ns);
     state.SetIterationTime(double(end - start) * 1e-9);
@@ -109,12 +128,16 @@ void BM_Contention(benchmark::State &state) {
   shared_delete(ctl);
 }
 
+// Each K/N pair unpinned, then pinned.
+void KNPin(benchmark::internal::Benchmark *b,
+           std::initializer_list<std::pair<int, int>> kn) {
+  b->ArgNames({"K", "N", "pin"});
+  for (auto [k, n] : kn) b->Args({k, n, 0})->Args({k, n, 1});
+}
 void KN(benchmark::internal::Benchmark *b) {
-  b->ArgNames({"K", "N"})->Args({2, 1})->Args({4, 1})->Args({8, 1})->Args({8, 4});
+  KNPin(b, {{2, 1}, {4, 1}, {8, 1}, {8, 4}});
 }
-void K1(benchmark::internal::Benchmark *b) {
-  b->ArgNames({"K", "N"})->Args({2, 1})->Args({4, 1})->Args({8, 1});
-}
+void K1(benchmark::internal::Benchmark *b) { KNPin(b, {{2, 1}, {4, 1}, {8, 1}}); }
 
 #define CONTENTION(A, ARGS) \
   BENCHMARK_TEMPLATE(BM_Contention, A)->Apply(ARGS)->UseManualTime()->Iterations(1)

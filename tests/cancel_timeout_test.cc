@@ -9,6 +9,7 @@
 #include <thread>
 #include <vector>
 
+#include "deathwatch.h"
 #include "support/hook_gate.h"
 #include "support/manual_clock.h"
 #include "support/process.h"
@@ -303,6 +304,46 @@ TEST(Signal, InterruptibleWaitEndsWithEintrAndOwnsNothing) {
     pthread_kill(w.t.native_handle(), SIGUSR1);
     wait_until([&] { return w.done.load(); }, std::chrono::milliseconds(1));
   }
+  w.join();
+  EXPECT_EQ(w.result, -EINTR);
+  EXPECT_COUNTS(s, 0, 1, 0, 0);
+  EXPECT_EQ(shmsem_release(s, &held), 0);
+  EXPECT_INVARIANTS(s);
+  signal(SIGUSR1, SIG_DFL);
+}
+
+// The same, while the waiter sleeps in its io_uring (the death watch by
+// events): io_uring_enter reports how many requests it submitted even when
+// a signal ended its wait, so a wait that submitted and slept in one call
+// never saw -EINTR, and an interruptible waiter slept on through every
+// signal (seen under load, where the first period passes before a signal).
+TEST(Signal, InterruptibleWaitOnEventsEndsWithEintr) {
+  if (!detail::events_available())
+    GTEST_SKIP() << "no IORING_OP_FUTEX_WAIT here: no event sleep to interrupt";
+  struct sigaction sa {};
+  sa.sa_handler = on_signal;  // no SA_RESTART
+  sigaction(SIGUSR1, &sa, nullptr);
+  Segment seg(1);
+  shmsem_t *s = seg.get();
+  shmsem_lease_t held;
+  ASSERT_EQ(shmsem_acquire(s, &held), 0);
+  HookGate gate;
+  std::atomic<int> armed{0};
+  gate.on_every([&](HookPoint p) {
+    if (p == HookPoint::WATCH_EVENTS_ARMED) armed++;
+  });
+  WaiterThread w;
+  w.start(1, [&](shmsem_lease_t *l) {
+    return shmsem_acquire_ex(s, nullptr, nullptr, SHMSEM_WAIT_INTERRUPTIBLE, l);
+  });
+  ASSERT_TRUE(wait_until([&] { return armed.load() > 0; }));
+  // From here on it sleeps in the ring (for a second at a time) and is
+  // awake only for microseconds in between.
+  for (int i = 0; i < 3000 && !w.done.load(); i++) {
+    pthread_kill(w.t.native_handle(), SIGUSR1);
+    wait_until([&] { return w.done.load(); }, std::chrono::milliseconds(1));
+  }
+  ASSERT_TRUE(w.done.load()) << "signals did not end an interruptible wait";
   w.join();
   EXPECT_EQ(w.result, -EINTR);
   EXPECT_COUNTS(s, 0, 1, 0, 0);

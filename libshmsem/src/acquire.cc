@@ -3,6 +3,8 @@
 
 #include <errno.h>
 
+#include <unistd.h>
+
 #include <algorithm>
 
 #include "cancel.h"
@@ -23,15 +25,43 @@ namespace {
 // sleepers re-read the manual clock this often (real time).
 constexpr uint64_t kManualClockPollNs = 1'000'000;
 
-// About 1 us of polling (16 PAUSEs). Returns true if the word left WAITING.
-bool spin_while_waiting(std::atomic<uint32_t> *word) {
-  for (int i = 0; i < 16; i++) {
-    if (word->load(std::memory_order_acquire) != kSlotWaiting) return true;
+// The head spins before sleeping for about twice as long as recent
+// hand-offs took (core.handoff_ns), within [kMinSpinNs, kMaxSpinNs]: a grant
+// that comes within a few microseconds then costs neither a sleep nor a
+// FUTEX_WAKE. The bound is about what a sleep and a wake-up cost here
+// (bench/RESULTS.md, "Spinning"), so spinning never costs much more than
+// sleeping would have.
+constexpr uint64_t kMinSpinNs = 2'000;
+constexpr uint64_t kMaxSpinNs = 20'000;
+
+int online_cpus() {
+  static const int n = int(sysconf(_SC_NPROCESSORS_ONLN));
+  return n;
+}
+
+// Returns true if the word left WAITING. Only the head spins (FIFO: nobody
+// else can be granted next), and only with a second CPU (where the holder
+// runs on the only one, spinning just delays it).
+bool spin_while_waiting(shmsem_t *s, const Waiter &w,
+                        std::atomic<uint32_t> *word) {
+  if (online_cpus() < 2 ||
+      __atomic_load_n(&s->core->head, __ATOMIC_RELAXED) != w.slot)
+    return false;
+  uint64_t budget = std::clamp<uint64_t>(
+      2 * uint64_t{s->core->handoff_ns.load(std::memory_order_relaxed)},
+      kMinSpinNs, kMaxSpinNs);
+  uint64_t end = 0;
+  for (;;) {
+    for (int i = 0; i < 32; i++) {
+      if (word->load(std::memory_order_acquire) != kSlotWaiting) return true;
 #if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
+      __builtin_ia32_pause();
 #endif
+    }
+    uint64_t now = real_mono_ns();
+    if (!end) end = now + budget;
+    else if (now >= end) return false;
   }
-  return false;
 }
 
 // A thread cancelled (pthread_cancel) while asleep in the queue leaves it
@@ -67,13 +97,15 @@ void leave_on_thread_cancel(void *arg) {
 // even with cancellation disabled (found by an adversarial test: a permit
 // lost in 2-3% of cancelled rounds). glibc waits such signals out with
 // private state we cannot read.
-int sleep_cancellable(CancelCleanup *ctx, uint64_t wake_at) {
+int sleep_cancellable(CancelCleanup *ctx, WatchState *watch,
+                      const WatchPlan &plan) {
   int r;
   std::atomic<uint32_t> *word = waiter_word(ctx->s, *ctx->w);
   pthread_cleanup_push(leave_on_thread_cancel, ctx);
   pthread_setcancelstate(PTHREAD_CANCEL_ENABLE, nullptr);
   pthread_testcancel();
-  r = futex_wait(word, kSlotWaiting, wake_at);
+  r = plan.events ? watch->events.wait(word, kSlotWaiting, plan.wake_at)
+                  : futex_wait(word, kSlotWaiting, plan.wake_at);
   pthread_testcancel();
   pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, nullptr);
   pthread_cleanup_pop(0);
@@ -133,16 +165,14 @@ int acquire(shmsem_t *s, const timespec *deadline_ts, shmsem_cancel_t *cancel,
 
   std::atomic<uint32_t> *word = waiter_word(s, w);
   std::atomic<uint32_t> &sleeping = s->slots[w.slot].sleeping;
+  WatchState watch;  // after no_cancel: its destructor closes fds
   bool spun = false;
   for (;;) {
     r = waiter_poll(s, w, &limit, lease);
     if (r != -EINPROGRESS) break;
     if (!spun) {
-      // Spin briefly before sleeping: a grant that comes within a few
-      // microseconds (a short critical section on the other core) then
-      // costs neither a sleep nor a FUTEX_WAKE.
       spun = true;
-      if (spin_while_waiting(word)) continue;
+      if (spin_while_waiting(s, w, word)) continue;
     }
     uint64_t now = mono_ns();
     if (deadline_ts && now >= deadline) {
@@ -150,25 +180,38 @@ int acquire(shmsem_t *s, const timespec *deadline_ts, shmsem_cancel_t *cancel,
       r = waiter_abandon(s, w, -ETIMEDOUT, &limit, lease);
       break;
     }
-    // One waiter at a time, the watcher, polls the owners for deaths; the
-    // others wake rarely, only to take over from a watcher that died.
-    uint64_t wake_at = watch_step(s, w.slot, &limit);
+    // One waiter at a time, the watcher, looks for deaths; the others wake
+    // rarely, only to take over from a watcher that died.
+    WatchPlan plan = watch_step(s, w.slot, &limit, &watch);
     if (deadline_ts) {
       uint64_t d = clock_is_manual() ? real_mono_ns() + kManualClockPollNs
                                      : deadline;
-      if (!wake_at || d < wake_at) wake_at = d;
+      if (!plan.wake_at || d < plan.wake_at) plan.wake_at = d;
     }
     // Announce the sleep, then recheck (Dekker with release.cc): either we
     // see the grant, or the releaser sees `sleeping` and wakes us.
     sleeping.store(1, std::memory_order_seq_cst);
     int fr = -EAGAIN;
     if (word->load(std::memory_order_seq_cst) == kSlotWaiting) {
+      SHMSEM_HOOK(WAIT_SLEEPING);
       CancelCleanup ctx{s, &w, cancel, &limit};
-      fr = cancellable ? sleep_cancellable(&ctx, wake_at)
-                       : futex_wait(word, kSlotWaiting, wake_at);
+      if (cancellable)
+        fr = sleep_cancellable(&ctx, &watch, plan);
+      else if (plan.events)
+        fr = watch.events.wait(word, kSlotWaiting, plan.wake_at);
+      else
+        fr = futex_wait(word, kSlotWaiting, plan.wake_at);
     }
     sleeping.store(0, std::memory_order_relaxed);
     SHMSEM_HOOK(WAIT_WOKEN);
+    if (fr == 1) {
+      SHMSEM_HOOK(WATCH_DEATH_SEEN);
+      watch.death = true;  // an owner process exited: reclaim at once
+    } else if (fr == -EIO) {
+      watch.broken = true;  // the ring failed: poll from now on
+      watch.use_events = false;
+      watch.events.reset();
+    }
     if (fr == -EINTR && (flags & SHMSEM_WAIT_INTERRUPTIBLE)) {
       r = waiter_abandon(s, w, -EINTR, &limit, lease);
       break;

@@ -2,6 +2,8 @@
 // head of the queue, and the waiter's side of it. See docs/DESIGN.md §5-6.
 #include <errno.h>
 
+#include <algorithm>
+
 #include "clock.h"
 #include "futex.h"
 #include "hooks.h"
@@ -14,6 +16,17 @@ void record_wait(shmsem_t *s, uint64_t ns) {
   while (b + 1 < SHMSEM_HIST_BUCKETS && (ns >> (b + 1)) != 0) b++;
   stat_bump(s->core->wait_hist[b]);
   stat_bump(s->core->acquisitions);
+}
+
+// The moving average of enqueue-to-grant times the head spins by
+// (acquire.cc): 1/8 of each new wait, each capped at kHandoffCapNs so one
+// long wait moves it only as far as the spin bound matters.
+void note_handoff(shmsem_t *s, uint64_t waited) {
+  constexpr uint64_t kHandoffCapNs = 100'000;
+  uint64_t avg = s->core->handoff_ns.load(std::memory_order_relaxed);
+  avg = std::min(avg, kHandoffCapNs);
+  avg = avg - avg / 8 + std::min(waited, kHandoffCapNs) / 8;
+  s->core->handoff_ns.store(uint32_t(avg), std::memory_order_relaxed);
 }
 
 // Slot `w`, left by its owner and unlinked, goes back to the free list. A
@@ -137,7 +150,9 @@ int finish_slot(shmsem_t *s, uint32_t w, shmsem_lease_t *lease) {
       counter_add(c->held, 1);
       uint64_t now = mono_ns();
       uint64_t enq = ws.enq_ns.load(std::memory_order_relaxed);
-      record_wait(s, now > enq ? now - enq : 0);
+      uint64_t waited = now > enq ? now - enq : 0;
+      record_wait(s, waited);
+      note_handoff(s, waited);
       SHMSEM_HOOK(WAIT_CONSUME_COMMITTED);
       fill_token(s, l, rec.gen.load(std::memory_order_relaxed), lease);
       r = 0;

@@ -15,7 +15,8 @@ namespace shmsem::detail {
   X(ENQUEUE_SLOT_POPPED)       /* slot off the free list, not committed */    \
   X(ENQUEUE_COMMITTED)         /* slot WAITING, not yet linked */             \
   X(ACQUIRE_ENQUEUED)          /* queued, lock released, not yet asleep */    \
-  X(WAIT_WOKEN)                /* futex wait returned */                      \
+  X(WAIT_SLEEPING)             /* about to sleep, `sleeping` announced */     \
+  X(WAIT_WOKEN)                /* futex or event wait returned */             \
   X(WAIT_TIMEOUT_FIRED)        /* deadline passed, cancel not yet run */      \
   X(WAIT_CANCEL_SEEN)          /* cancellation seen, not yet run */           \
   X(WAIT_RETURN_LOCKED)        /* waiter completing, holds the lock */        \
@@ -29,6 +30,8 @@ namespace shmsem::detail {
   X(CANCEL_LOCKED)             /* canceller holds the lock */                 \
   X(SHUTDOWN_CLOSED)           /* closed committed, waiters not yet failed */ \
   X(SHUTDOWN_FAILED_ONE)       /* one waiter failed, lock held */             \
+  X(WATCH_EVENTS_ARMED)        /* watcher armed pidfds in its ring, awake */  \
+  X(WATCH_DEATH_SEEN)          /* a pidfd in the ring reported an exit */     \
   X(RECLAIM_JUDGED)            /* one owner judged, lock not held */         \
   X(RECLAIM_SCANNED)           /* dead owners found, lock not yet taken */    \
   X(RECLAIM_LOCKED)            /* reclamation holds the lock */               \

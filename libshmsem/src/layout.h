@@ -16,7 +16,7 @@ namespace shmsem::detail {
 
 inline constexpr size_t kCacheLine = 64;
 inline constexpr uint64_t kMagic = 0x0100'4d45'534d'4853ull;  // "SHMSEM\0\1"
-inline constexpr uint32_t kLayoutVersion = 4;
+inline constexpr uint32_t kLayoutVersion = 5;
 inline constexpr uint32_t kReady = 0x5245'4459u;  // "READY", stored last
 inline constexpr uint32_t kNone = 0xffff'ffffu;   // "no index"
 // The lock word: a tid (at most 2^22 on Linux) and one flag.
@@ -153,6 +153,15 @@ struct alignas(kCacheLine) Core {
   // The watcher's period (ns), adapted to what a pass costs; the backups
   // and the rate limit read it. Advisory: clamped by every reader.
   std::atomic<uint64_t> watch_period_ns;
+  // When the watcher looks again at the latest (real monotonic ns): the end
+  // of its current sleep. Backups take over once it is kStaleNs past.
+  std::atomic<uint64_t> watch_due_ns;
+  // 1 while the watcher sleeps on events (a death wakes it: deathwatch.h),
+  // 0 while it polls; backups nap longer while it is 1. Advisory.
+  std::atomic<uint32_t> watch_events;
+  // Recent enqueue-to-grant times of waiters (ns, a moving average): how
+  // long the head spins before sleeping. Advisory: clamped by readers.
+  std::atomic<uint32_t> handoff_ns;
   // Compact arrays of the records in use (section 7): a reclamation pass
   // costs what the live records cost, not N + W. Rebuilt by repair.
   std::atomic<uint32_t> n_used_leases;

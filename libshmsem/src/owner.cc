@@ -264,6 +264,29 @@ Verdict process_verdict(const Owner &o) {
   return v;
 }
 
+int owner_pidfd(const Owner &o) {
+  if (o.pid <= 0) return -EINVAL;
+  int fd = pidfd_open_(o.pid, 0);
+  if (fd < 0) {
+    int e = errno;
+    return process_verdict(o) == Verdict::kDead ? -ESRCH : -(e ? e : EIO);
+  }
+  // As in process_verdict(): the pidfd pins whoever has the pid now; it is
+  // worth watching only if that is provably the recorded process.
+  int r = -ENOENT;
+  if (pidfd_exited(fd)) {
+    r = -ESRCH;
+  } else if (uint64_t ino = pidfs_ino(fd); ino && o.ino) {
+    r = ino == o.ino ? fd : -ESRCH;
+  } else if (o.start) {
+    uint64_t start;
+    char state;
+    if (proc_stat(o.pid, &start, &state)) r = start == o.start ? fd : -ESRCH;
+  }
+  if (r != fd) close(fd);
+  return r;
+}
+
 Verdict thread_verdict(const Owner &o) {
   if (o.tid <= 0) return Verdict::kUnknown;
   int fd = pidfd_open_(o.tid, PIDFD_THREAD);

@@ -26,6 +26,11 @@ const Owner &self_thread_owner();
 // has exited. A thread-group leader that exited while other threads run
 // has not.
 Verdict process_verdict(const Owner &o);
+// A pidfd (close-on-exec) that names exactly the process `o` records, to
+// watch for its exit (POLLIN). -ESRCH if that process has provably exited;
+// another negative errno if it cannot be shown to be that process (unknown:
+// the caller keeps polling it).
+int owner_pidfd(const Owner &o);
 // Has the thread named by `o` (tid, tino) provably exited?
 Verdict thread_verdict(const Owner &o);
 // Whether any thread has `tid` in our namespace right now: kDead (none, or

@@ -20,6 +20,7 @@
 #include "clock.h"
 #include "futex.h"
 #include "hooks.h"
+#include "inuse.h"
 #include "lock.h"
 #include "owner.h"
 #include "tables.h"
@@ -37,18 +38,6 @@ bool same(const Owner &a, const Owner &b) {
          a.ino == b.ino && a.tino == b.tino;
 }
 
-// A copy of an owner read without the lock; may be torn, and then it names
-// nobody in particular: judged as it is, and matched as a whole later.
-Owner read_owner(const Owner &o) {
-  Owner c;
-  c.pid = __atomic_load_n(&o.pid, __ATOMIC_RELAXED);
-  c.tid = __atomic_load_n(&o.tid, __ATOMIC_RELAXED);
-  c.start = __atomic_load_n(&o.start, __ATOMIC_RELAXED);
-  c.ino = __atomic_load_n(&o.ino, __ATOMIC_RELAXED);
-  c.tino = __atomic_load_n(&o.tino, __ATOMIC_RELAXED);
-  return c;
-}
-
 struct Candidate {
   uint32_t idx;
   bool slot;
@@ -60,31 +49,9 @@ struct Candidate {
   uint64_t ticket = 0;
 };
 
-// Visits the records in use, without the lock: fn(idx, is_slot, owner copy).
-// Slots first: dead waiters leave before dead holders' permits are passed
-// on, so a permit never goes to a dead waiter in the same pass. RESERVED
-// leases are reclaimed through their slot's owner, never their own.
-template <typename F>
-void for_each_in_use(shmsem_t *s, F fn) {
-  Core *c = s->core;
-  uint32_t n = std::min(c->n_used_slots.load(std::memory_order_relaxed),
-                        s->max_waiters);
-  for (uint32_t i = 0; i < n; i++) {
-    uint32_t w = s->used_slots[i].load(std::memory_order_relaxed);
-    if (w >= s->max_waiters ||
-        s->slots[w].word.load(std::memory_order_acquire) == kSlotFree)
-      continue;
-    fn(w, true, read_owner(s->slots[w].owner));
-  }
-  n = std::min(c->n_used_leases.load(std::memory_order_relaxed), s->permits);
-  for (uint32_t i = 0; i < n; i++) {
-    uint32_t l = s->used_leases[i].load(std::memory_order_relaxed);
-    if (l >= s->permits ||
-        s->leases[l].state.load(std::memory_order_acquire) != kLeaseHeld)
-      continue;
-    fn(l, false, read_owner(s->leases[l].owner));
-  }
-}
+// Slots come first in for_each_in_use (inuse.h): dead waiters leave before
+// dead holders' permits are passed on, so a permit never goes to a dead
+// waiter in the same pass.
 
 // Each distinct process and thread judged once per pass: collect the keys
 // (a run of records of one owner adds one key), sort, dedupe, judge, then
@@ -210,6 +177,36 @@ int reclaim_one(shmsem_t *s, const Candidate &cand,
   return n;
 }
 
+// Under the lock, a bounded chunk at a time: reclaims each candidate that
+// still belongs to the owner it was found with.
+int reclaim_candidates(shmsem_t *s, const Limit *limit,
+                       const std::vector<Candidate> &dead) {
+  if (dead.empty()) {
+    // Still take the lock once: if its owner died inside a critical
+    // section, this is what runs repair() when nobody else is locking
+    // (e.g. a releaser died between RESERVED and GRANTED while every other
+    // process sleeps on its slot word). Within the limit: a lock that
+    // stays held is someone else's to repair.
+    LockGuard guard(s, limit);
+    return 0;
+  }
+  SHMSEM_HOOK(RECLAIM_SCANNED);
+  int n = 0;
+  std::vector<uint32_t> wake;
+  for (size_t i = 0; i < dead.size(); i += kChunk) {
+    {
+      LockGuard guard(s, limit);
+      if (guard.error()) break;  // the rest is left for the next pass
+      SHMSEM_HOOK(RECLAIM_LOCKED);
+      for (size_t j = i; j < dead.size() && j < i + kChunk; j++)
+        n += reclaim_one(s, dead[j], &wake);
+    }
+    for (uint32_t w : wake) futex_wake(&s->slots[w].word, 1);
+    wake.clear();
+  }
+  return n;
+}
+
 }  // namespace
 
 namespace {
@@ -274,32 +271,22 @@ int reclaim(shmsem_t *s, const Limit *limit) {
     for_each_in_use(s, [&](uint32_t idx, bool slot, const Owner &o) {
       if (v.dead(slot, o)) dead.push_back({idx, slot, o});
     });
-  if (dead.empty()) {
-    // Still take the lock once: if its owner died inside a critical
-    // section, this is what runs repair() when nobody else is locking
-    // (e.g. a releaser died between RESERVED and GRANTED while every other
-    // process sleeps on its slot word). Within the limit: a lock that
-    // stays held is someone else's to repair.
-    LockGuard guard(s, limit);
-    return 0;
-  }
-  SHMSEM_HOOK(RECLAIM_SCANNED);
+  return reclaim_candidates(s, limit, dead);
+}
 
-  // 2. Under the lock, a bounded chunk at a time.
-  int n = 0;
-  std::vector<uint32_t> wake;
-  for (size_t i = 0; i < dead.size(); i += kChunk) {
-    {
-      LockGuard guard(s, limit);
-      if (guard.error()) break;  // the rest is left for the next pass
-      SHMSEM_HOOK(RECLAIM_LOCKED);
-      for (size_t j = i; j < dead.size() && j < i + kChunk; j++)
-        n += reclaim_one(s, dead[j], &wake);
-    }
-    for (uint32_t w : wake) futex_wake(&s->slots[w].word, 1);
-    wake.clear();
-  }
-  return n;
+int reclaim_exited(shmsem_t *s, const Limit *limit,
+                   const std::vector<Owner> &gone) {
+  if (s->rdonly || gone.empty()) return 0;
+  NoCancel no_cancel;
+  std::vector<Candidate> dead;
+  for_each_in_use(s, [&](uint32_t idx, bool slot, const Owner &o) {
+    for (const Owner &g : gone)
+      if (g.pid == o.pid && g.start == o.start && g.ino == o.ino) {
+        dead.push_back({idx, slot, o});
+        break;
+      }
+  });
+  return reclaim_candidates(s, limit, dead);
 }
 
 uint64_t watch_period(shmsem_t *s) {
@@ -334,29 +321,93 @@ void adopt_if_orphaned(shmsem_t *s, uint32_t slot, const Limit *limit) {
 
 }  // namespace
 
-uint64_t watch_step(shmsem_t *s, uint32_t slot, const Limit *limit) {
+namespace {
+
+// Arms events after a pass; false if the watcher must poll instead.
+bool arm_events(shmsem_t *s, WatchState *st, uint64_t now, uint64_t period) {
+  st->complete = false;
+  if (st->broken || !may_judge(s->pidns) || !events_available()) return false;
+  bool dead = false;
+  EventWatch::Arm a = st->events.arm(s, &dead);
+  if (a == EventWatch::kFailed) {
+    st->broken = true;
+    st->events.reset();
+    return false;
+  }
+  SHMSEM_HOOK(WATCH_EVENTS_ARMED);
+  st->complete = a == EventWatch::kComplete && !dead;
+  if (dead)
+    st->death = true;  // found gone while arming: pass at the next step
+  else if (st->complete)
+    st->pass_at = now + std::max(kEventSafetyNs, period);
+  return true;
+}
+
+}  // namespace
+
+WatchPlan watch_step(shmsem_t *s, uint32_t slot, const Limit *limit,
+                     WatchState *st) {
+  Core *c = s->core;
   uint64_t now = real_mono_ns();
   uint64_t period = watch_period(s);
+  std::vector<Owner> gone;
   if (!is_watcher(s, slot)) {
-    uint64_t beat = s->core->last_reclaim_ns.load(std::memory_order_relaxed);
-    if (now - beat < std::max(kStaleNs, 4 * period)) {
-      uint64_t n = s->core->waiting.load(std::memory_order_relaxed);
-      return now + std::max(period, kBackupPeriodNs * (n ? n : 1));
+    if (st->watching) {
+      st->watching = st->use_events = false;
+      st->events.reset();
     }
-    // Stale heartbeat: reclaim (which frees a dead watcher's slot and
+    // A due time further ahead than any watcher sets is a writer's: stale.
+    uint64_t due = c->watch_due_ns.load(std::memory_order_relaxed);
+    if (now < due + kStaleNs &&
+        due < now + std::max(kEventSafetyNs, kMaxWatchPeriodNs)) {
+      uint64_t n = std::clamp<uint64_t>(
+          c->waiting.load(std::memory_order_relaxed), 1, s->max_waiters);
+      uint64_t per = c->watch_events.load(std::memory_order_relaxed)
+                         ? kBackupEventNs
+                         : kBackupPeriodNs;
+      return {now + std::max(period, std::min(per * n, kMaxBackupNapNs)),
+              false};
+    }
+    // The watcher is late: reclaim (which frees a dead watcher's slot and
     // passes the role on), and take the role if it is still orphaned.
     maybe_reclaim(s, limit);
     adopt_if_orphaned(s, slot, limit);
-    if (!is_watcher(s, slot)) return now + std::max(period, kBackupPeriodNs);
+    if (!is_watcher(s, slot)) return {now + std::max(period, kBackupPeriodNs), false};
   }
-  // The watcher is alone in its role, so it runs its pass every period
-  // without the rate limit's CAS (whose jitter against the timer would skip
-  // every other pass); the pass publishes the heartbeat the backups read. A
-  // new watcher waits out the period of the last pass (by anyone) first.
-  uint64_t beat = s->core->last_reclaim_ns.load(std::memory_order_relaxed);
-  if (now - beat < period) return beat + period;
-  reclaim(s, limit);
-  return now + watch_period(s);
+  if (!st->watching) {
+    // New in the role: no pass before the first sleep.
+    st->watching = true;
+    st->use_events = false;
+    st->pass_at = now + period;
+  } else if (st->death && now < st->pass_at &&
+             !(gone = st->events.take_gone()).empty()) {
+    // Processes proven gone by their pidfds: reclaim their records only,
+    // at once; the other polls stay armed.
+    st->death = false;
+    reclaim_exited(s, limit, gone);
+  } else if (st->death || now >= st->pass_at) {
+    // A period passed without a grant, or a death was reported that names
+    // nobody in particular. The watcher is alone in its role, so it passes
+    // without the rate limit's CAS (whose jitter against the timer would
+    // skip every other pass); the pass publishes last_reclaim_ns.
+    st->death = false;
+    (void)st->events.take_gone();
+    reclaim(s, limit);
+    now = real_mono_ns();
+    period = watch_period(s);
+    st->pass_at = now + period;
+    st->use_events = arm_events(s, st, now, period);
+  } else if (st->use_events && st->events.stale(s)) {
+    // Someone queued since: watch their process too.
+    uint64_t at = st->pass_at;
+    st->use_events = arm_events(s, st, now, period);
+    st->pass_at = std::min(at, st->pass_at);
+  }
+  if (st->death) st->pass_at = now;
+  c->watch_events.store(st->use_events && st->complete,
+                        std::memory_order_relaxed);
+  c->watch_due_ns.store(st->pass_at, std::memory_order_relaxed);
+  return {st->pass_at, st->use_events};
 }
 
 }  // namespace shmsem::detail

@@ -1,11 +1,15 @@
 // Reclamation of records whose owner process died (outside the lock).
-// One waiter at a time, the watcher, polls for deaths every kWatchPeriodNs;
-// an acquire that finds no permit and may not wait polls once more. Both are
-// rate-limited through core.last_reclaim_ns, so at most one pass runs per
-// period across all processes however long the queue is.
+// One waiter at a time, the watcher, looks for deaths: by events where the
+// kernel allows (deathwatch.h), else every period; an acquire that finds no
+// permit and may not wait looks once more (rate-limited through
+// core.last_reclaim_ns, so at most one such pass runs per period across all
+// processes however long the queue is).
 #ifndef SHMSEM_SRC_RECLAIM_H
 #define SHMSEM_SRC_RECLAIM_H
 
+#include <vector>
+
+#include "deathwatch.h"
 #include "handle.h"
 #include "limit.h"
 
@@ -23,6 +27,11 @@ inline constexpr uint64_t kMaxWatchPeriodNs = 10'000'000'000;  // 10 s
 // yet are left for the next pass (a pass judges them in the same order, and
 // the ones it reclaimed are gone, so passes make progress).
 int reclaim(shmsem_t *s, const Limit *limit);
+// Reclaims only the records of processes proven gone (`gone`: pid, start,
+// ino, as in the records): what the death watch runs when a pidfd reports
+// an exit, without judging everyone else again.
+int reclaim_exited(shmsem_t *s, const Limit *limit,
+                   const std::vector<Owner> &gone);
 // reclaim() unless another pass started less than one period ago.
 int maybe_reclaim(shmsem_t *s, const Limit *limit);
 inline constexpr uint64_t kPassFloorNs = 1'000'000;
@@ -30,21 +39,51 @@ inline constexpr uint64_t kPassFloorNs = 1'000'000;
 uint64_t watch_period(shmsem_t *s);
 
 // The backup check: a waiter that is not the watcher sleeps at most
-// kBackupPeriodNs times the queue length (so the whole queue wakes about
-// 1/kBackupPeriodNs times a second however long it is), and takes over
-// when the watcher's heartbeat (core.last_reclaim_ns) is older than
-// kStaleNs: the watcher itself died or lost its role.
-inline constexpr uint64_t kBackupPeriodNs = 4'000'000;  // 4 ms
-inline constexpr uint64_t kStaleNs = 20'000'000;        // 20 ms
+// kBackupPeriodNs times the queue length while the watcher polls, and
+// kBackupEventNs times it while the watcher sleeps on events (so the whole
+// queue wakes about 1/kBackupPeriodNs, or 1/kBackupEventNs, times a second
+// however long it is; no backup sleeps longer than kMaxBackupNapNs), and
+// takes over once the watcher is kStaleNs late (core.watch_due_ns): the
+// watcher itself died or lost its role.
+inline constexpr uint64_t kBackupPeriodNs = 4'000'000;    // 4 ms
+inline constexpr uint64_t kBackupEventNs = 200'000'000;   // 200 ms
+inline constexpr uint64_t kMaxBackupNapNs = 120'000'000'000;  // 2 min
+inline constexpr uint64_t kStaleNs = 20'000'000;          // 20 ms
+// A watcher on events still passes this often: it covers what no pidfd
+// reports (a waiting thread gone while its process lives on, e.g. exec; an
+// owner queued after the watch was armed; a process whose identity could
+// not be pinned).
+inline constexpr uint64_t kEventSafetyNs = 1'000'000'000;  // 1 s
 
 inline bool is_watcher(shmsem_t *s, uint32_t slot) {
   return s->core->watcher.load(std::memory_order_relaxed) == slot;
 }
 
-// One step of a queued waiter's watch duty: polls for deaths if it is (or
-// becomes) the watcher. Returns the real CLOCK_MONOTONIC time at which the
-// waiter should wake up next for the following step.
-uint64_t watch_step(shmsem_t *s, uint32_t slot, const Limit *limit);
+// What one queued call knows of its watch duty between two sleeps.
+struct WatchState {
+  EventWatch events;
+  bool watching = false;    // held the watcher role at the last step
+  bool use_events = false;  // events are armed: sleep in the ring
+  bool complete = false;    // ... on every other owner process
+  bool death = false;       // an event reported a death: pass at once
+  bool broken = false;      // the ring failed: poll for the rest of the call
+  uint64_t pass_at = 0;     // real monotonic time of the next pass
+};
+
+struct WatchPlan {
+  uint64_t wake_at;  // real CLOCK_MONOTONIC time to wake up at the latest
+  bool events;       // sleep in st->events (a death wakes it) or on the word
+};
+
+// One step of a queued waiter's watch duty, before each sleep. A waiter
+// that takes the watcher role (the newest waiter does, waiter.cc) first
+// sleeps one period without looking at anyone: the hand-off path does no
+// pass, no allocation and no /proc or pidfd work. Only when a period passed
+// without a grant, or an event reported a death, does it run a pass; then,
+// where events_available(), it arms pidfds of the owners and sleeps on
+// events with only the kEventSafetyNs timer.
+WatchPlan watch_step(shmsem_t *s, uint32_t slot, const Limit *limit,
+                     WatchState *st);
 
 }  // namespace shmsem::detail
 

@@ -179,6 +179,9 @@ inline void fill_token(shmsem_t *s, uint32_t l, uint64_t gen,
   lease->__reserved = 0;
 }
 
+// A waiter was granted after waiting `waited` ns: the head's spin adapts.
+void note_handoff(shmsem_t *s, uint64_t waited);
+
 // Record a completed wait of `ns` in the log2 histogram.
 void record_wait(shmsem_t *s, uint64_t ns);
 

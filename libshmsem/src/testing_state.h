@@ -4,11 +4,13 @@
 #define SHMSEM_SRC_TESTING_STATE_H
 
 namespace shmsem::detail {
-// Features a test can take away from the liveness checks (owner.cc).
+// Features a test can take away from the liveness checks (owner.cc) and the
+// death watch (deathwatch.cc).
 enum : unsigned {
   kLimitNoPidfs = 1u << 0,  // pidfds carry no pidfs inode (Linux < 6.9)
   kLimitNoPidfd = 1u << 1,  // no pidfd_open (Linux < 5.3, or seccomp)
   kLimitNoProc = 1u << 2,   // /proc unreadable
+  kLimitNoUring = 1u << 3,  // no IORING_OP_FUTEX_WAIT (Linux < 6.7, seccomp)
 };
 }  // namespace shmsem::detail
 

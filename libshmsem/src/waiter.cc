@@ -64,7 +64,9 @@ int waiter_start(shmsem_t *s, bool may_queue, const Limit *limit, Waiter *w,
   ws.word.store(kSlotWaiting, std::memory_order_release);  // commit
   SHMSEM_HOOK(ENQUEUE_COMMITTED);
   queue_append(s, slot);
-  if (c->watcher == kNone) c->watcher = slot;
+  // The newest waiter watches: it is granted last, so the role rarely moves
+  // while the queue drains, and taking it wakes nobody.
+  c->watcher = slot;
   w->slot = slot;
   w->ticket = ws.ticket;
   return 1;

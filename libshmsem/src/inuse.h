@@ -1,0 +1,51 @@
+// The records in use, read without the lock (reclamation, the death watch).
+// What these read may be torn or stale: callers judge each owner copy as it
+// is and match records as a whole under the lock before changing anything.
+#ifndef SHMSEM_SRC_INUSE_H
+#define SHMSEM_SRC_INUSE_H
+
+#include <algorithm>
+
+#include "handle.h"
+
+namespace shmsem::detail {
+
+// A copy of an owner read without the lock; may be torn, and then it names
+// nobody in particular.
+inline Owner read_owner(const Owner &o) {
+  Owner c;
+  c.pid = __atomic_load_n(&o.pid, __ATOMIC_RELAXED);
+  c.tid = __atomic_load_n(&o.tid, __ATOMIC_RELAXED);
+  c.start = __atomic_load_n(&o.start, __ATOMIC_RELAXED);
+  c.ino = __atomic_load_n(&o.ino, __ATOMIC_RELAXED);
+  c.tino = __atomic_load_n(&o.tino, __ATOMIC_RELAXED);
+  return c;
+}
+
+// Visits the records in use: fn(idx, is_slot, owner copy). Slots first,
+// then HELD leases (a RESERVED lease belongs to its slot's owner).
+template <typename F>
+void for_each_in_use(shmsem_t *s, F fn) {
+  Core *c = s->core;
+  uint32_t n = std::min(c->n_used_slots.load(std::memory_order_relaxed),
+                        s->max_waiters);
+  for (uint32_t i = 0; i < n; i++) {
+    uint32_t w = s->used_slots[i].load(std::memory_order_relaxed);
+    if (w >= s->max_waiters ||
+        s->slots[w].word.load(std::memory_order_acquire) == kSlotFree)
+      continue;
+    fn(w, true, read_owner(s->slots[w].owner));
+  }
+  n = std::min(c->n_used_leases.load(std::memory_order_relaxed), s->permits);
+  for (uint32_t i = 0; i < n; i++) {
+    uint32_t l = s->used_leases[i].load(std::memory_order_relaxed);
+    if (l >= s->permits ||
+        s->leases[l].state.load(std::memory_order_acquire) != kLeaseHeld)
+      continue;
+    fn(l, false, read_owner(s->leases[l].owner));
+  }
+}
+
+}  // namespace shmsem::detail
+
+#endif  // SHMSEM_SRC_INUSE_H

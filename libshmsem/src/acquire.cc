@@ -29,38 +29,56 @@ constexpr uint64_t kManualClockPollNs = 1'000'000;
 // hand-offs took (core.handoff_ns), within [kMinSpinNs, kMaxSpinNs]: a grant
 // that comes within a few microseconds then costs neither a sleep nor a
 // FUTEX_WAKE. The bound is about what a sleep and a wake-up cost here
-// (bench/RESULTS.md, "Spinning"), so spinning never costs much more than
-// sleeping would have.
+// (bench/RESULTS.md, "Spinning"), so a spin that fails costs at most about
+// as much again as sleeping at once would have.
 constexpr uint64_t kMinSpinNs = 2'000;
 constexpr uint64_t kMaxSpinNs = 20'000;
+
+// Spinning helps only while the holder runs on another CPU. Where it cannot
+// (this thread shares the holder's CPU, or more runnable contenders than
+// CPUs), spins keep failing; each thread then halves its own cap on every
+// failure and doubles it on every success, as glibc's adaptive mutexes do,
+// and below kMinSpinNs it only tries again every kSpinRetry-th wait.
+constexpr int kSpinRetry = 16;
+thread_local uint32_t t_spin_cap = kMaxSpinNs;
+thread_local uint32_t t_spin_skipped = 0;
 
 int online_cpus() {
   static const int n = int(sysconf(_SC_NPROCESSORS_ONLN));
   return n;
 }
 
-// Returns true if the word left WAITING. Only the head spins (FIFO: nobody
-// else can be granted next), and only with a second CPU (where the holder
-// runs on the only one, spinning just delays it).
-bool spin_while_waiting(shmsem_t *s, const Waiter &w,
-                        std::atomic<uint32_t> *word) {
-  if (online_cpus() < 2 ||
-      __atomic_load_n(&s->core->head, __ATOMIC_RELAXED) != w.slot)
-    return false;
+// Returns true if the word left WAITING.
+bool spin_while_waiting(shmsem_t *s, std::atomic<uint32_t> *word) {
+  if (online_cpus() < 2) return false;  // the holder needs our CPU
+  uint64_t cap = t_spin_cap;
+  if (cap < kMinSpinNs) {
+    if (++t_spin_skipped < kSpinRetry) return false;
+    t_spin_skipped = 0;
+    cap = kMinSpinNs;
+  }
   uint64_t budget = std::clamp<uint64_t>(
       2 * uint64_t{s->core->handoff_ns.load(std::memory_order_relaxed)},
-      kMinSpinNs, kMaxSpinNs);
+      kMinSpinNs, std::min<uint64_t>(cap, kMaxSpinNs));
   uint64_t end = 0;
   for (;;) {
     for (int i = 0; i < 32; i++) {
-      if (word->load(std::memory_order_acquire) != kSlotWaiting) return true;
+      if (word->load(std::memory_order_acquire) != kSlotWaiting) {
+        t_spin_cap = uint32_t(std::min<uint64_t>(2 * cap + kMinSpinNs,
+                                                 kMaxSpinNs));
+        return true;
+      }
 #if defined(__x86_64__) || defined(__i386__)
       __builtin_ia32_pause();
 #endif
     }
     uint64_t now = real_mono_ns();
-    if (!end) end = now + budget;
-    else if (now >= end) return false;
+    if (!end) {
+      end = now + budget;
+    } else if (now >= end) {
+      t_spin_cap = uint32_t(cap / 2);
+      return false;
+    }
   }
 }
 
@@ -170,9 +188,12 @@ int acquire(shmsem_t *s, const timespec *deadline_ts, shmsem_cancel_t *cancel,
   for (;;) {
     r = waiter_poll(s, w, &limit, lease);
     if (r != -EINPROGRESS) break;
-    if (!spun) {
+    // Spin once, when at the head (FIFO: nobody else can be granted next):
+    // at once if we queued at the head, else after the wake-up that finds
+    // us there.
+    if (!spun && __atomic_load_n(&s->core->head, __ATOMIC_RELAXED) == w.slot) {
       spun = true;
-      if (spin_while_waiting(s, w, word)) continue;
+      if (spin_while_waiting(s, word)) continue;
     }
     uint64_t now = mono_ns();
     if (deadline_ts && now >= deadline) {

@@ -199,6 +199,41 @@ TEST_P(DeathWatchTest, KilledWatcherIsReplacedAndTheHolderStillReclaimed) {
   EXPECT_INVARIANTS(seg.get());
 }
 
+// Nothing but the hand-off on the hand-off path: a waiter that takes the
+// watcher role sleeps first, without a reclamation pass (which would judge
+// every owner, allocate and read /proc). The old watcher ran a full pass
+// before its first sleep whenever the last one was a period old, so every
+// contended acquire of two processes paid for one.
+TEST(DeathWatch, NewWatcherSleepsBeforeAnyPass) {
+  Segment seg(1, 64);
+  shmsem_t *s = seg.get();
+  shmsem_lease_t held;
+  ASSERT_EQ(shmsem_acquire(s, &held), 0);
+  HookGate gate;
+  std::atomic<int> judged{0};
+  gate.on_every([&](HookPoint p) {
+    if (p == HookPoint::RECLAIM_JUDGED || p == HookPoint::RECLAIM_SCANNED)
+      judged++;
+  });
+  int sleeping = gate.arm(HookPoint::WAIT_SLEEPING, 1);
+  int result = 1;
+  std::thread w([&] {
+    HookGate::tag_this_thread(1);
+    shmsem_lease_t l;
+    result = shmsem_acquire(s, &l);
+    if (result == 0) result = shmsem_release(s, &l);
+  });
+  ASSERT_TRUE(gate.wait_arrived(sleeping));  // about to sleep the first time
+  EXPECT_EQ(judged.load(), 0) << "a pass ran before the first sleep";
+  ASSERT_EQ(shmsem_release(s, &held), 0);  // granted before it sleeps
+  gate.resume(sleeping);
+  w.join();
+  EXPECT_EQ(result, 0);
+  EXPECT_EQ(judged.load(), 0) << "a pass ran on the hand-off path";
+  EXPECT_COUNTS(s, 1, 0, 0, 0);
+  EXPECT_INVARIANTS(s);
+}
+
 INSTANTIATE_TEST_SUITE_P(Paths, DeathWatchTest,
                          ::testing::Values(Path::kEvents, Path::kPolling),
                          path_name);

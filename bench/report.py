@@ -146,13 +146,15 @@ def main(path):
               f"{r(get('BM_Handoff', sc, 'Shmsem'), get('BM_Handoff', sc, 'RawFutex'))}")
     for pin in ("pin:0", "pin:1"):
         k2 = f"K:2/N:1/{pin}"
-        print(f"- {k2} throughput shmsem/sem_t (target >= 0.75x): "
-              f"{r(get('BM_Contention', k2, 'Shmsem'), get('BM_Contention', k2, 'GlibcSem'))}, "
-              f"Jain {fmt(get('BM_Contention', k2, 'Shmsem', 'jain'))} (target >= 0.99)")
+        print(f"- {k2} throughput shmsem/ticket (target >= 1.0x): "
+              f"{r(get('BM_Contention', k2, 'Shmsem'), get('BM_Contention', k2, 'Ticket'))}; "
+              f"shmsem/sem_t (aim >= 0.75x): "
+              f"{r(get('BM_Contention', k2, 'Shmsem'), get('BM_Contention', k2, 'GlibcSem'))}")
         for kn in ("K:4/N:1", "K:8/N:1", "K:8/N:4"):
             kn = f"{kn}/{pin}"
-            print(f"- {kn} throughput shmsem/ticket (target >= 1.0x, aim 1.5x): "
-                  f"{r(get('BM_Contention', kn, 'Shmsem'), get('BM_Contention', kn, 'Ticket'))}")
+            print(f"- {kn} throughput shmsem/ticket (target >= 1.5x): "
+                  f"{r(get('BM_Contention', kn, 'Shmsem'), get('BM_Contention', kn, 'Ticket'))}, "
+                  f"Jain {fmt(get('BM_Contention', kn, 'Shmsem', 'jain'))} (target >= 0.99)")
         k8 = f"K:8/N:1/{pin}"
         mw = get("BM_Contention", k8, "Shmsem", "max_wait_ns")
         print(f"- {k8} worst-case wait (target <= 4 ms): "

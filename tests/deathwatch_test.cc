@@ -2,10 +2,16 @@
 // the watcher, on the io_uring event path and on the forced polling
 // fallback (testing::limit_liveness(kLimitNoUring)). Real processes, real
 // SIGKILL, real rings.
+#include <dirent.h>
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <pthread.h>
 #include <shmsem/shmsem.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -110,8 +116,9 @@ TEST_P(DeathWatchTest, IdleQueueOfLiveProcessesWakesRarely) {
       if (shmsem_acquire(seg.get(), &l) == -ESHUTDOWN) results++;
     });
   ASSERT_TRUE(wait_until([&] { return counts(seg.get()).waiting == kWaiters; }));
-  if (GetParam() == Path::kEvents)
+  if (GetParam() == Path::kEvents) {
     ASSERT_TRUE(wait_until([&] { return armed.load() > 0; }));
+  }
   // Let the roles settle (each newcomer took the watcher role from the
   // last), then count.
   std::this_thread::sleep_for(seconds(1));
@@ -156,12 +163,16 @@ TEST_P(DeathWatchTest, KilledHolderPermitReachesTheWaiter) {
     if (result == 0) result = shmsem_release(seg.get(), &l);
   });
   ASSERT_TRUE(wait_until([&] { return counts(seg.get()).waiting == 1; }));
-  if (armed >= 0) ASSERT_TRUE(gate.wait_arrived(armed));
+  if (armed >= 0) {
+    ASSERT_TRUE(gate.wait_arrived(armed));
+  }
   kill_and_reap(h);
   if (armed >= 0) gate.resume(armed);
   w.join();
   EXPECT_EQ(result, 0);
-  if (GetParam() == Path::kEvents) EXPECT_GE(seen.load(), 1);
+  if (GetParam() == Path::kEvents) {
+    EXPECT_GE(seen.load(), 1);
+  }
   EXPECT_COUNTS(seg.get(), 1, 0, 0, 0);
   EXPECT_INVARIANTS(seg.get());
 }
@@ -189,8 +200,9 @@ TEST_P(DeathWatchTest, KilledWatcherIsReplacedAndTheHolderStillReclaimed) {
   pid_t b = spawn_waiter(kids, seg.name(), &*armed);
   ASSERT_TRUE(wait_until([&] { return counts(seg.get()).waiting == 2; }));
   // On the event path, kill it only once its ring is armed.
-  if (GetParam() == Path::kEvents)
+  if (GetParam() == Path::kEvents) {
     ASSERT_TRUE(wait_until([&] { return armed->load() == 1; }));
+  }
   kill_and_reap(b);
   kill_and_reap(h);
   a.join();
@@ -232,6 +244,114 @@ TEST(DeathWatch, NewWatcherSleepsBeforeAnyPass) {
   EXPECT_EQ(judged.load(), 0) << "a pass ran on the hand-off path";
   EXPECT_COUNTS(s, 1, 0, 0, 0);
   EXPECT_INVARIANTS(s);
+}
+
+// The descriptors open in this process, and the one naming an io_uring.
+std::vector<int> open_fds(std::string *ring_link = nullptr, int *ring = nullptr) {
+  std::vector<int> fds;
+  DIR *d = opendir("/proc/self/fd");
+  if (!d) return fds;
+  int self = dirfd(d);
+  while (dirent *e = readdir(d)) {
+    if (e->d_name[0] == '.') continue;
+    int fd = atoi(e->d_name);
+    if (fd == self) continue;
+    fds.push_back(fd);
+    char buf[128];
+    std::string path = std::string("/proc/self/fd/") + e->d_name;
+    ssize_t n = readlink(path.c_str(), buf, sizeof buf - 1);
+    if (ring && n > 0) {
+      buf[n] = 0;
+      if (strstr(buf, "io_uring")) *ring = fd;
+      if (ring_link) *ring_link = buf;
+    }
+  }
+  closedir(d);
+  return fds;
+}
+
+class EventsOnly : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!detail::events_available())
+      GTEST_SKIP() << "no IORING_OP_FUTEX_WAIT here: no ring to test";
+  }
+};
+
+// pthread_cancel of a watcher asleep in its ring: the library is built
+// without exceptions, so the cancellation unwind runs none of its
+// destructors; the cleanup handler must close the ring (an adversarial test
+// saw each cancelled watcher leak a ring and a pidfd).
+TEST_F(EventsOnly, CancelledWatcherLeavesNoDescriptorBehind) {
+  Segment seg(1, 64);
+  Shared<std::atomic<int>> held;
+  Children kids;
+  spawn_holder(kids, seg.name(), &*held);
+  ASSERT_TRUE(wait_until([&] { return held->load() == 1; }));
+  size_t before = open_fds().size();
+  for (int round = 0; round < 3; round++) {
+    HookGate gate;
+    std::atomic<int> armed{0};
+    gate.on_every([&](HookPoint p) {
+      if (p == HookPoint::WATCH_EVENTS_ARMED) armed++;
+    });
+    pthread_t t;
+    ASSERT_EQ(pthread_create(
+                  &t, nullptr,
+                  [](void *arg) -> void * {
+                    shmsem_lease_t l;
+                    shmsem_acquire(static_cast<shmsem_t *>(arg), &l);
+                    return nullptr;
+                  },
+                  seg.get()),
+              0);
+    ASSERT_TRUE(wait_until([&] { return armed.load() > 0; }));
+    pthread_cancel(t);  // acted on when its sleep in the ring ends
+    void *ret = nullptr;
+    pthread_join(t, &ret);
+    EXPECT_EQ(ret, PTHREAD_CANCELED);
+  }
+  EXPECT_EQ(open_fds().size(), before) << "descriptors leaked by cancelled waits";
+  EXPECT_COUNTS(seg.get(), 0, 1, 0, 0);
+  EXPECT_INVARIANTS(seg.get());
+}
+
+// Another thread closes the ring's descriptor while the watcher sleeps and
+// opens a file under the same number (closefrom() and open() in a daemon's
+// other thread). The watcher must not close that file when its call ends.
+TEST_F(EventsOnly, RingNumberReusedByAnotherThreadIsNotClosed) {
+  Segment seg(1, 64);
+  shmsem_lease_t held;
+  ASSERT_EQ(shmsem_acquire(seg.get(), &held), 0);
+  HookGate gate;
+  std::atomic<int> armed{0};
+  gate.on_every([&](HookPoint p) {
+    if (p == HookPoint::WATCH_EVENTS_ARMED) armed++;
+  });
+  int result = 1;
+  std::thread w([&] {
+    shmsem_lease_t l;
+    result = shmsem_acquire(seg.get(), &l);
+    if (result == 0) result = shmsem_release(seg.get(), &l);
+  });
+  ASSERT_TRUE(wait_until([&] { return armed.load() > 0; }));
+  int ring = -1;
+  open_fds(nullptr, &ring);
+  ASSERT_GE(ring, 0) << "the watcher's ring is not open";
+  int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(null, 0);
+  ASSERT_EQ(dup2(null, ring), ring);  // the number now names /dev/null
+  close(null);
+  ASSERT_EQ(shmsem_release(seg.get(), &held), 0);
+  w.join();
+  EXPECT_EQ(result, 0);
+  struct stat st;
+  ASSERT_EQ(fstat(ring, &st), 0) << "the library closed a descriptor it "
+                                    "did not own";
+  EXPECT_TRUE(S_ISCHR(st.st_mode));
+  close(ring);
+  EXPECT_COUNTS(seg.get(), 1, 0, 0, 0);
+  EXPECT_INVARIANTS(seg.get());
 }
 
 INSTANTIATE_TEST_SUITE_P(Paths, DeathWatchTest,

@@ -91,6 +91,7 @@ struct CancelCleanup {
   const Waiter *w;
   shmsem_cancel_t *cancel;
   const Limit *limit;
+  WatchState *watch;
 };
 
 void leave_on_thread_cancel(void *arg) {
@@ -100,6 +101,12 @@ void leave_on_thread_cancel(void *arg) {
   if (waiter_abandon(c->s, *c->w, -ECANCELED, c->limit, &lease) == 0)
     release(c->s, &lease);
   if (c->cancel) cancel_disarm(c->cancel);
+  // The library is built without exceptions, so the cancellation unwind
+  // runs no destructor of ours: close the watch's ring here (found by an
+  // adversarial test: each cancelled watcher leaked a ring and its pidfds).
+  // Acted on only at pthread_testcancel(), outside any ring wait, so no
+  // futex wait is pending in it.
+  c->watch->events.reset();
 }
 
 // The blocking acquires are cancellation points, as sem_wait(3) is, but
@@ -215,7 +222,7 @@ int acquire(shmsem_t *s, const timespec *deadline_ts, shmsem_cancel_t *cancel,
     int fr = -EAGAIN;
     if (word->load(std::memory_order_seq_cst) == kSlotWaiting) {
       SHMSEM_HOOK(WAIT_SLEEPING);
-      CancelCleanup ctx{s, &w, cancel, &limit};
+      CancelCleanup ctx{s, &w, cancel, &limit, &watch};
       if (cancellable)
         fr = sleep_cancellable(&ctx, &watch, plan);
       else if (plan.events)

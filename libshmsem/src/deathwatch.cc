@@ -7,6 +7,7 @@
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <new>
@@ -103,16 +104,34 @@ EventWatch::~EventWatch() { reset(); }
 
 void EventWatch::reset() {
   if (ring_) {
+    // Close the descriptor only if it is still this ring (each ring has an
+    // inode of its own): another thread may have closed the number during
+    // the call and opened something else under it.
+    struct stat st;
+    if (fstat(ring_->ring_fd, &st) != 0 || st.st_ino != ring_ino_ ||
+        st.st_dev != ring_dev_) {
+      ring_->ring_fd = -1;
+      ring_->enter_ring_fd = -1;
+    }
     io_uring_queue_exit(ring_);  // cancels the polls
     delete ring_;
     ring_ = nullptr;
   }
-  for (const Watched &w : watched_)
-    if (w.fd >= 0) close(w.fd);
   watched_.clear();
   gone_.clear();
   pending_polls_ = 0;
   complete_ = false;
+}
+
+void EventWatch::forget() {
+  if (ring_) {
+    // The descriptor failed: another thread closed it (closefrom(),
+    // close_range()) and the number may name someone else's file now.
+    // Unmap the ring, close nothing.
+    ring_->ring_fd = -1;
+    ring_->enter_ring_fd = -1;
+  }
+  reset();
 }
 
 bool EventWatch::stale(shmsem_t *s) const {
@@ -123,16 +142,23 @@ EventWatch::Arm EventWatch::arm(shmsem_t *s, bool *dead) {
   if (!ring_) {
     ring_ = new (std::nothrow) io_uring;
     if (!ring_) return kFailed;
+    struct stat st;
     if (io_uring_queue_init(kRingEntries, ring_, 0) < 0) {
       delete ring_;
       ring_ = nullptr;
       return kFailed;
     }
+    if (fstat(ring_->ring_fd, &st) != 0) {
+      reset();
+      return kFailed;
+    }
+    ring_ino_ = st.st_ino;
+    ring_dev_ = st.st_dev;
   }
   ticket_ = __atomic_load_n(&s->core->next_ticket, __ATOMIC_RELAXED);
   const Owner &me = self_owner();
   bool partial = false;
-  bool added = false;
+  std::vector<int> opened;
   for_each_in_use(s, [&](uint32_t, bool, const Owner &o) {
     if (o.pid == me.pid && o.start == me.start && o.ino == me.ino) return;
     for (const Watched &w : watched_)
@@ -148,16 +174,26 @@ EventWatch::Arm EventWatch::arm(shmsem_t *s, bool *dead) {
       g.pid = o.pid, g.start = o.start, g.ino = o.ino;
       gone_.push_back(g);
     }
-    watched_.push_back({o.pid, o.start, o.ino, fd >= 0 ? fd : -1});
+    watched_.push_back({o.pid, o.start, o.ino, fd >= 0});
     if (fd < 0) return;
     io_uring_sqe *sqe = next_sqe(ring_);
     io_uring_prep_poll_add(sqe, fd, POLLIN);
     sqe->user_data = watched_.size();  // 1 + index
-    pending_polls_++;
-    added = true;
+    opened.push_back(fd);
   });
-  if (added) io_uring_submit(ring_);
-  for (const Watched &w : watched_) partial |= w.fd < 0;
+  bool ok = true;
+  if (!opened.empty())
+    ok = io_uring_submit(ring_) == int(opened.size());
+  // A submitted poll holds its own reference to the pidfd's file: the
+  // descriptors are closed at once, so between two arms this call keeps
+  // no pidfd in the caller's descriptor table.
+  for (int fd : opened) close(fd);
+  if (!ok) {
+    reset();
+    return kFailed;
+  }
+  pending_polls_ += unsigned(opened.size());
+  for (const Watched &w : watched_) partial |= !w.watched;
   complete_ = !partial;
   return partial ? kPartial : kComplete;
 }
@@ -223,7 +259,12 @@ int EventWatch::wait(std::atomic<uint32_t> *word, uint32_t expected,
   if (r >= 0)
     r = io_uring_wait_cqe_timeout(ring_, &cqe, deadline_ns ? &ts : nullptr);
   int result = r == -ETIME ? -ETIMEDOUT : r == -EINTR ? -EINTR : 0;
-  if (r < 0 && r != -ETIME && r != -EINTR) result = -EIO;
+  if (r < 0 && r != -ETIME && r != -EINTR) {
+    // The ring's descriptor failed (closed by another thread): the futex
+    // wait may never have been submitted, so there is nothing to await.
+    forget();
+    return -EIO;
+  }
   bool futex_done = false;
   while (io_uring_peek_cqe(ring_, &cqe) == 0) {
     uint64_t tag = cqe->user_data;
@@ -241,7 +282,7 @@ int EventWatch::wait(std::atomic<uint32_t> *word, uint32_t expected,
   // for this thread's next sleep on the word.
   bool death = false;
   if (!futex_done && !cancel_futex(&death)) {
-    reset();
+    forget();
     return -EIO;
   }
   return death ? 1 : result;

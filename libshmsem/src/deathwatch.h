@@ -28,9 +28,14 @@ bool events_available();
 // owner processes than that, and the watcher keeps its polling timer.
 inline constexpr size_t kMaxWatched = 64;
 
-// One queued call's watch by events. Owned by the call (its ring and pidfds
-// are closed, close-on-exec, when the call returns): nothing outlives the
-// call, so fork, exec and a closefrom() between calls cannot meet it.
+// One queued call's watch by events. Owned by the call: its ring (one
+// descriptor, close-on-exec) is closed when the call returns or loses the
+// role, so fork, exec and a closefrom() between calls cannot meet it. Each
+// pidfd is closed as soon as its poll is submitted (the poll holds the
+// file). If another thread closes the ring's descriptor during the call,
+// the ring is unmapped without closing the number, which may name another
+// file by then (reset() closes it only while fstat() still shows the
+// ring's own inode).
 class EventWatch {
  public:
   EventWatch() = default;
@@ -64,11 +69,13 @@ class EventWatch {
   struct Watched {
     int32_t pid;
     uint64_t start, ino;
-    int fd;  // -1: could not be watched (counted against completeness)
+    bool watched;  // a poll was armed (else counted against completeness)
   };
+  void forget();
   bool cancel_futex(bool *death);
   void exited(uint64_t tag, int res);
   io_uring *ring_ = nullptr;
+  uint64_t ring_ino_ = 0, ring_dev_ = 0;  // what fstat() said at setup
   std::vector<Watched> watched_;
   std::vector<Owner> gone_;
   uint64_t ticket_ = 0;  // core.next_ticket at arm()

@@ -37,7 +37,10 @@
  * adjustment. It survives exec (the new program may release it if it has the
  * token) and comes back when the process exits. A queued wait belongs to
  * its thread: exec (which ends the other threads) or cancellation leaves no
- * ghost in the queue. A fork child, whether made by fork(), _Fork() or
+ * ghost in the queue, except a wait by the thread-group leader while another
+ * thread execs (the kernel gives that thread the leader's tid, pidfs inode
+ * and start time: the place stays until the process exits; shmsem(7)).
+ * A fork child, whether made by fork(), _Fork() or
  * clone() without CLONE_VM, is a new owner: it inherits no leases and no
  * waits, and may use its parent's handle at once (a child sharing its
  * parent's memory, clone(CLONE_VM) without CLONE_THREAD, must not call the

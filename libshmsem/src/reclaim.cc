@@ -353,6 +353,13 @@ WatchPlan watch_step(shmsem_t *s, uint32_t slot, const Limit *limit,
   std::vector<Owner> gone;
   if (!is_watcher(s, slot)) {
     if (st->watching) {
+      // A death this ring reported before the role moved on: run a full
+      // pass rather than leave it to the new watcher's. Not only the
+      // reported process's records: this ring does not watch the waiters
+      // that queued after it was armed, and one of them may be dead at the
+      // head, where the reclaimed permit would go.
+      if (st->death) reclaim(s, limit);
+      st->death = false;
       st->watching = st->use_events = false;
       st->events.reset();
     }

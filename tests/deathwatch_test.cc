@@ -187,21 +187,25 @@ TEST_P(DeathWatchTest, KilledWatcherIsReplacedAndTheHolderStillReclaimed) {
   Children kids;
   pid_t h = spawn_holder(kids, seg.name(), &*held);
   ASSERT_TRUE(wait_until([&] { return held->load() == 1; }));
-  // Queued first: a backup, in this process.
+  // Queued first: the watcher, in a child (the first waiter takes the role).
+  Shared<std::atomic<int>> armed;
+  pid_t b = spawn_waiter(kids, seg.name(), &*armed);
+  ASSERT_TRUE(wait_until([&] { return counts(seg.get()).waiting == 1; }));
+  // On the event path, go on only once its ring is armed.
+  if (GetParam() == Path::kEvents) {
+    ASSERT_TRUE(wait_until([&] { return armed->load() == 1; }));
+  }
+  // Queued second: a backup, in this process.
   int result = 1;
   std::thread a([&] {
     shmsem_lease_t l;
     result = shmsem_acquire(seg.get(), &l);
     if (result == 0) result = shmsem_release(seg.get(), &l);
   });
-  ASSERT_TRUE(wait_until([&] { return counts(seg.get()).waiting == 1; }));
-  // Queued last: the watcher, in a child.
-  Shared<std::atomic<int>> armed;
-  pid_t b = spawn_waiter(kids, seg.name(), &*armed);
-  ASSERT_TRUE(wait_until([&] { return counts(seg.get()).waiting == 2; }));
-  // On the event path, kill it only once its ring is armed.
-  if (GetParam() == Path::kEvents) {
-    ASSERT_TRUE(wait_until([&] { return armed->load() == 1; }));
+  if (!wait_until([&] { return counts(seg.get()).waiting == 2; })) {
+    shmsem_shutdown(seg.get());
+    a.join();
+    FAIL() << "the backup did not queue";
   }
   kill_and_reap(b);
   kill_and_reap(h);

@@ -76,7 +76,7 @@ struct WatchPlan {
 };
 
 // One step of a queued waiter's watch duty, before each sleep. A waiter
-// that takes the watcher role (the newest waiter does, waiter.cc) first
+// that takes the watcher role (waiter.cc, watcher_leave()) first
 // sleeps one period without looking at anyone: the hand-off path does no
 // pass, no allocation and no /proc or pidfd work. Only when a period passed
 // without a grant, or an event reported a death, does it run a pass; then,

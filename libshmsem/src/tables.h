@@ -157,7 +157,7 @@ inline void queue_unlink(shmsem_t *s, uint32_t w) {
 }
 
 // Slot `w` is being freed or is leaving for good: if it was the watcher,
-// the role passes to the newest waiter, which the caller must wake after
+// the role passes to the newest waiter (the tail), which the caller wakes, if it sleeps, after
 // unlocking (returned; kNone if none or `w` was not the watcher).
 inline uint32_t watcher_leave(shmsem_t *s, uint32_t w) {
   if (s->core->watcher != w) return kNone;

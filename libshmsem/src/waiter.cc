@@ -64,9 +64,12 @@ int waiter_start(shmsem_t *s, bool may_queue, const Limit *limit, Waiter *w,
   ws.word.store(kSlotWaiting, std::memory_order_release);  // commit
   SHMSEM_HOOK(ENQUEUE_COMMITTED);
   queue_append(s, slot);
-  // The newest waiter watches: it is granted last, so the role rarely moves
-  // while the queue drains, and taking it wakes nobody.
-  c->watcher = slot;
+  // The first waiter to find no watcher takes the role; it passes to the
+  // tail when its holder leaves (watcher_leave). Not the newest waiter: in
+  // a long queue every newcomer would displace a watcher asleep on its
+  // first-period timer, which then wakes once for nothing (4000 queued
+  // threads: 35 us per hand-off instead of 9).
+  if (c->watcher == kNone) c->watcher = slot;
   w->slot = slot;
   w->ticket = ws.ticket;
   return 1;
@@ -127,7 +130,13 @@ int complete(shmsem_t *s, const Waiter &w, int abandon_reason,
     }
     next_watcher = watcher_leave(s, w.slot);
   }
-  if (next_watcher != kNone) futex_wake(&s->slots[next_watcher].word, 1);
+  // The new watcher takes the role up at its next wake-up; wake it now only
+  // if it sleeps (one that spins or is about to sleep sees the role at its
+  // next watch step): a hand-off between two processes would otherwise pay
+  // a FUTEX_WAKE for the role on every grant.
+  if (next_watcher != kNone &&
+      s->slots[next_watcher].sleeping.load(std::memory_order_seq_cst))
+    futex_wake(&s->slots[next_watcher].word, 1);
   return r;
 }
 

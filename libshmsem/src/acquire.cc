@@ -219,8 +219,15 @@ int acquire(shmsem_t *s, const timespec *deadline_ts, shmsem_cancel_t *cancel,
     // Announce the sleep, then recheck (Dekker with release.cc): either we
     // see the grant, or the releaser sees `sleeping` and wakes us.
     sleeping.store(1, std::memory_order_seq_cst);
+    // The same pattern for the watcher role: a waiter that was given the
+    // role after its watch step (watcher_leave) sees it here, or its giver
+    // sees `sleeping` and wakes it (waiter.cc), so it never sleeps a
+    // backup's long nap holding the role.
+    const bool adopt =
+        !watch.watching &&
+        s->core->watcher.load(std::memory_order_seq_cst) == w.slot;
     int fr = -EAGAIN;
-    if (word->load(std::memory_order_seq_cst) == kSlotWaiting) {
+    if (!adopt && word->load(std::memory_order_seq_cst) == kSlotWaiting) {
       SHMSEM_HOOK(WAIT_SLEEPING);
       CancelCleanup ctx{s, &w, cancel, &limit, &watch};
       if (cancellable)

@@ -117,8 +117,10 @@ void EventWatch::reset() {
     delete ring_;
     ring_ = nullptr;
   }
-  watched_.clear();
-  gone_.clear();
+  // Free the storage, not only the elements: after a pthread_cancel no
+  // destructor runs, so reset() from the cleanup is the last call.
+  std::vector<Watched>().swap(watched_);
+  std::vector<Owner>().swap(gone_);
   pending_polls_ = 0;
   complete_ = false;
 }

@@ -222,6 +222,25 @@ bool proc_stat(pid_t pid, uint64_t *start, char *state) {
   return p && parse_stat(p, start, state);
 }
 
+namespace {
+
+// `fd`, a pidfd of o.pid, pins whichever process has the pid now. If that
+// one has exited, so has the recorded one (it is that one, or an earlier
+// one); else it is the recorded one only if its pidfs inode (or, without
+// pidfs, its start time) matches.
+Verdict pinned_verdict(int fd, const Owner &o) {
+  if (pidfd_exited(fd)) return Verdict::kDead;
+  if (uint64_t ino = pidfs_ino(fd); ino && o.ino)
+    return ino == o.ino ? Verdict::kAlive : Verdict::kDead;  // else recycled
+  uint64_t start;
+  char state;
+  if (o.start && proc_stat(o.pid, &start, &state))
+    return start == o.start ? Verdict::kAlive : Verdict::kDead;
+  return Verdict::kUnknown;
+}
+
+}  // namespace
+
 Verdict process_verdict(const Owner &o) {
   if (o.pid <= 0) return Verdict::kUnknown;  // not a record we can judge
   const Self &me = self();
@@ -247,19 +266,7 @@ Verdict process_verdict(const Owner &o) {
       return Verdict::kDead;  // recycled
     return Verdict::kUnknown;
   }
-  Verdict v = Verdict::kUnknown;
-  // The pidfd pins whichever process has the pid now. If that one has
-  // exited, so has the recorded one (it is that one, or an earlier one).
-  if (pidfd_exited(fd)) {
-    v = Verdict::kDead;
-  } else if (uint64_t ino = pidfs_ino(fd); ino && o.ino) {
-    v = ino == o.ino ? Verdict::kAlive : Verdict::kDead;  // else recycled
-  } else if (o.start) {
-    uint64_t start;
-    char state;
-    if (proc_stat(o.pid, &start, &state))
-      v = start == o.start ? Verdict::kAlive : Verdict::kDead;
-  }
+  Verdict v = pinned_verdict(fd, o);
   close(fd);
   return v;
 }
@@ -271,20 +278,11 @@ int owner_pidfd(const Owner &o) {
     int e = errno;
     return process_verdict(o) == Verdict::kDead ? -ESRCH : -(e ? e : EIO);
   }
-  // As in process_verdict(): the pidfd pins whoever has the pid now; it is
-  // worth watching only if that is provably the recorded process.
-  int r = -ENOENT;
-  if (pidfd_exited(fd)) {
-    r = -ESRCH;
-  } else if (uint64_t ino = pidfs_ino(fd); ino && o.ino) {
-    r = ino == o.ino ? fd : -ESRCH;
-  } else if (o.start) {
-    uint64_t start;
-    char state;
-    if (proc_stat(o.pid, &start, &state)) r = start == o.start ? fd : -ESRCH;
-  }
-  if (r != fd) close(fd);
-  return r;
+  // Worth watching only if it provably pins the recorded process.
+  Verdict v = pinned_verdict(fd, o);
+  if (v == Verdict::kAlive) return fd;
+  close(fd);
+  return v == Verdict::kDead ? -ESRCH : -ENOENT;
 }
 
 Verdict thread_verdict(const Owner &o) {

@@ -136,10 +136,11 @@ int complete(shmsem_t *s, const Waiter &w, int abandon_reason,
   // a FUTEX_WAKE for the role on every grant.
   // Dekker with the sleeper (acquire.cc): the role was stored under the
   // lock; this fence orders it before the load of `sleeping`.
-  std::atomic_thread_fence(std::memory_order_seq_cst);
-  if (next_watcher != kNone &&
-      s->slots[next_watcher].sleeping.load(std::memory_order_seq_cst))
-    futex_wake(&s->slots[next_watcher].word, 1);
+  if (next_watcher != kNone) {
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    if (s->slots[next_watcher].sleeping.load(std::memory_order_seq_cst))
+      futex_wake(&s->slots[next_watcher].word, 1);
+  }
   return r;
 }
 

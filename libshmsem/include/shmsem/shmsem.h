@@ -30,7 +30,11 @@
  * that very process for the boot: its pidfs inode and start time; a waiter
  * slot also names its thread). Permits of processes that provably exited
  * are reclaimed (see shmsem_recover); an owner whose death cannot be proven
- * (hidden /proc, unknown PID namespace) counts as alive. A process that
+ * (hidden /proc, unknown PID namespace) counts as alive. While anyone waits,
+ * one waiter watches the owners: on Linux 6.7+ asleep in an io_uring on
+ * their pidfds (one descriptor, close-on-exec, held only during that
+ * acquire), else on a timer; SHMSEM_DEATH_WATCH=poll in the environment
+ * forces the timer (shmsem(7), ENVIRONMENT). A process that
  * detaches without releasing keeps its leases until it exits.
  *
  * Processes: a lease belongs to its process, like a System V SEM_UNDO

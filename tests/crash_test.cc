@@ -54,10 +54,11 @@ bool is_create_point(int point) {
 
 // The victim's script, one step per operation; `op` names the step running.
 enum Op { kOpFast, kOpReleaseToWaiters, kOpQueued, kOpTimeout, kOpCancel,
-          kOpReclaim, kOpRepair, kOpShutdown, kOpCount };
+          kOpReclaim, kOpHandoff, kOpRepair, kOpShutdown, kOpCount };
 const char *const kOpNames[] = {"fast-acquire", "release-to-waiters",
                                 "queued-acquire", "timeout", "cancel",
-                                "reclaim", "repair", "shutdown"};
+                                "reclaim", "lock-free-handoff", "repair",
+                                "shutdown"};
 
 struct Board {
   std::atomic<int> op{-1};         // victim's current step
@@ -78,7 +79,35 @@ struct KillSwitch {
   Board *board = nullptr;
 } g_kill;
 
+// The lock-free release that crosses the opening of the gate: armed, the
+// victim's next FAST_RELEASE_NAMED (its release read the gate shut) waits
+// until a grandchild has queued behind it, so that the release finds the
+// gate open once it has freed its lease and hands it on under the lock.
+struct Cross {
+  bool armed = false;
+  shmsem_t *s = nullptr;
+} g_cross;
+
+void queue_behind(shmsem_t *s) {
+  g_cross.armed = false;
+  if (fork() == 0) {
+    g_kill.point = -1;
+    shmsem_lease_t x;
+    timespec d;
+    clock_gettime(CLOCK_MONOTONIC, &d);
+    d.tv_sec += 10;
+    if (shmsem_acquire_until(s, &d, &x) == 0) shmsem_release(s, &x);
+    _exit(0);
+  }
+  wait_until([&] {
+    struct shmsem_stat st;
+    return shmsem_stat(s, &st) == 0 && st.waiting >= 1;
+  }, std::chrono::seconds(10));
+}
+
 void kill_hook(HookPoint p, void *) {
+  if (p == HookPoint::FAST_RELEASE_NAMED && g_cross.armed)
+    queue_behind(g_cross.s);
   if (p == HookPoint::ACQUIRE_ENQUEUED && g_kill.board) g_kill.board->victim_queued++;
   if (int(p) != g_kill.point || --g_kill.countdown != 0) return;
   g_kill.board->killed_at = int(p);
@@ -205,6 +234,15 @@ void victim_script(const std::string &name, uint32_t permits, Board *b,
     waitpid(g, nullptr, 0);
     shmsem_recover(s);
   }
+
+  b->op = kOpHandoff;
+  for (uint32_t i = 0; i < permits; i++)
+    if (shmsem_acquire(s, &l[i]) != 0) _exit(27);
+  g_cross.s = s;
+  g_cross.armed = true;
+  for (uint32_t i = 0; i < permits; i++)
+    if (shmsem_release(s, &l[i]) != 0) _exit(28);
+  g_cross.armed = false;
 
   b->op = kOpRepair;
   {

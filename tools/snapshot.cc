@@ -63,13 +63,20 @@ void read_holders(const shmsem_t *s, Snapshot *out) {
   uint64_t now = now_ns(CLOCK_MONOTONIC_COARSE);
   for (uint32_t i = 0; i < s->permits; i++) {
     const d::LeaseRecord &rec = s->leases[i];
-    uint32_t state = rec.state.load(std::memory_order_acquire);
-    if (state != d::kLeaseHeld && state != d::kLeaseReserved) continue;
+    uint64_t word = rec.word.load(std::memory_order_acquire);
+    uint32_t state = d::word_state(word);
+    if (state != d::kLeaseHeld && state != d::kLeaseReserved &&
+        state != d::kLeaseHeldFast)
+      continue;
     Holder h;
     h.index = i;
-    h.gen = rec.gen.load(std::memory_order_relaxed);
+    h.gen = d::word_gen(word);
     h.reserved = state == d::kLeaseReserved;
-    d::Owner o = read_owner(rec.owner);
+    // A lease taken without the lock names its holder's process record.
+    uint32_t p = d::word_proc(word);
+    if (state == d::kLeaseHeldFast && p >= s->max_procs) continue;
+    d::Owner o = read_owner(state == d::kLeaseHeldFast ? s->procs[p].owner
+                                                        : rec.owner);
     describe_process(o, false, d::may_judge(s->pidns), &h.owner);
     uint64_t since = rec.since_ns.load(std::memory_order_relaxed);
     h.held_ns = now > since ? now - since : 0;

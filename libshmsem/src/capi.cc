@@ -10,6 +10,7 @@
 #include "cancel.h"
 #include "cancelstate.h"
 #include "check.h"
+#include "fastpath.h"
 #include "handle.h"
 #include "hooks.h"
 #include "owner.h"
@@ -64,13 +65,25 @@ SHMSEM_API int shmsem_unlink(const char *name) {
   return d::segment_unlink(name);
 }
 
+// The lock-free path comes before the PID namespace check: it works only
+// with the process record this process registered under the lock, which
+// that check guarded (a process never changes its PID namespace; a child
+// has another pid, and registers its own).
 SHMSEM_API int shmsem_acquire(shmsem_t *s, shmsem_lease_t *lease) {
+  if (s && lease && d::fast_acquire(s, lease) == 0) {
+    SHMSEM_HOOK(ACQUIRE_TAKEN);
+    return 0;
+  }
   if (foreign_pidns(s)) return -EXDEV;
   return d::acquire(s, nullptr, nullptr, 0, lease);
 }
 
 SHMSEM_API int shmsem_try_acquire(shmsem_t *s, shmsem_lease_t *lease) {
   if (!s || !lease) return -EINVAL;
+  if (d::fast_acquire(s, lease) == 0) {
+    SHMSEM_HOOK(ACQUIRE_TAKEN);
+    return 0;
+  }
   if (foreign_pidns(s)) return -EXDEV;
   // Never blocks for long: a lock held by someone else, or a reclamation
   // pass, gets the floor of a limit that has already passed (lock.h,
@@ -112,8 +125,10 @@ SHMSEM_API void shmsem_cancel_reset(shmsem_cancel_t *c) {
 }
 
 SHMSEM_API int shmsem_release(shmsem_t *s, shmsem_lease_t *lease) {
-  if (foreign_pidns(s) && !s->rdonly) return -EXDEV;
-  return d::release(s, lease);
+  int r = d::release_lockfree(s, lease);
+  if (r <= 0) return r;
+  if (foreign_pidns(s)) return -EXDEV;
+  return d::release_locked(s, lease);
 }
 
 SHMSEM_API int shmsem_shutdown(shmsem_t *s) {

@@ -23,11 +23,35 @@ int fail(char *msg, size_t len, const char *what) {
 int check_locked(shmsem_t *s, char *msg, size_t len) {
   Core *c = s->core;
   const uint32_t n = s->permits, m = s->max_waiters;
-  uint32_t nfree = 0, nheld = 0, nres = 0;
+  uint32_t nfree = 0, nheld = 0, nres = 0, nloose = 0, nfast = 0;
   for (uint32_t l = 0; l < n; l++) {
-    switch (s->leases[l].state.load(std::memory_order_relaxed)) {
+    uint64_t word = s->leases[l].word.load(std::memory_order_relaxed);
+    switch (word_state(word)) {
       case kLeaseFree: nfree++; break;
       case kLeaseHeld: nheld++; break;
+      case kLeaseLoose: {
+        // INV-LOOSE: named by a lane of its process record, which is in
+        // use (the sweeps find it there).
+        nloose++;
+        uint32_t p = word_proc(word);
+        bool named = false;
+        if (p < s->max_procs &&
+            s->procs[p].state.load(std::memory_order_relaxed) == kProcUsed)
+          for (const Lane &ln : s->procs[p].lanes)
+            named |= ln.loose.load(std::memory_order_relaxed) == l;
+        if (!named)
+          return fail(msg, len, "INV-LOOSE: free lease no lane names");
+        break;
+      }
+      case kLeaseHeldFast: {
+        // INV-ATTRIB: held under a process record in use.
+        nfast++;
+        uint32_t p = word_proc(word);
+        if (p >= s->max_procs ||
+            s->procs[p].state.load(std::memory_order_relaxed) != kProcUsed)
+          return fail(msg, len, "INV-ATTRIB: lease held by no process record");
+        break;
+      }
       case kLeaseReserved: {
         nres++;
         // Reserved for a GRANTED slot, or for one whose owner left after
@@ -43,16 +67,24 @@ int check_locked(shmsem_t *s, char *msg, size_t len) {
       default: return fail(msg, len, "INV-PERMITS: invalid lease state");
     }
   }
-  if (nfree + nheld + nres != n)
+  for (uint32_t p = 0; p < s->max_procs; p++) {
+    uint32_t st = s->procs[p].state.load(std::memory_order_relaxed);
+    if (st != kProcFree && st != kProcUsed)
+      return fail(msg, len, "INV-PROCS: invalid process record state");
+    if (st == kProcUsed &&
+        p >= c->procs_hwm.load(std::memory_order_relaxed))
+      return fail(msg, len, "INV-PROCS: record in use above the mark");
+  }
+  uint32_t gate = c->gate.load(std::memory_order_relaxed);
+  if (gate != ((c->waiting.load(std::memory_order_relaxed) ? kGateQueued : 0) |
+               (c->closed.load(std::memory_order_relaxed) ? kGateClosed : 0)))
+    return fail(msg, len, "INV-GATE: the gate does not follow the queue");
+  if (nfree + nheld + nres + nloose + nfast != n)
     return fail(msg, len, "INV-PERMITS: records do not add up to N");
   if (nfree != c->available.load(std::memory_order_relaxed) ||
       nheld != c->held.load(std::memory_order_relaxed) ||
       nres != c->reserved.load(std::memory_order_relaxed))
     return fail(msg, len, "INV-PERMITS: counters differ from the records");
-  if (c->available.load(std::memory_order_relaxed) +
-          c->held.load(std::memory_order_relaxed) +
-          c->reserved.load(std::memory_order_relaxed) != n)
-    return fail(msg, len, "INV-PERMITS: available + held + reserved != N");
 
   // INV-FREE: the lease free list holds exactly the FREE records.
   std::vector<char> seen(n > m ? n : m, 0);
@@ -61,7 +93,7 @@ int check_locked(shmsem_t *s, char *msg, size_t len) {
     if (l >= n || seen[l] || ++count > n)
       return fail(msg, len, "INV-FREE: lease free list is corrupt");
     seen[l] = 1;
-    if (s->leases[l].state.load(std::memory_order_relaxed) != kLeaseFree)
+    if (lease_state(s->leases[l]) != kLeaseFree)
       return fail(msg, len, "INV-FREE: non-free lease on the free list");
   }
   if (count != nfree) return fail(msg, len, "INV-FREE: free lease missing");
@@ -73,8 +105,8 @@ int check_locked(shmsem_t *s, char *msg, size_t len) {
     else if (word == kSlotWaiting || word == kSlotLeftQueued) nwaiting++;
     else if (word == kSlotGranted) {
       uint32_t l = s->slots[w].lease;
-      if (l >= n || s->leases[l].state.load(std::memory_order_relaxed) !=
-                        kLeaseReserved || s->leases[l].slot != w)
+      if (l >= n || lease_state(s->leases[l]) != kLeaseReserved ||
+          s->leases[l].slot != w)
         return fail(msg, len, "INV-GRANT: granted slot without its lease");
     } else if (word != kSlotCancelled && word != kSlotClosed &&
                word != kSlotLeft)
@@ -114,6 +146,9 @@ int check_locked(shmsem_t *s, char *msg, size_t len) {
     return fail(msg, len, "INV-QUEUE: waiting count differs from the queue");
   if (nwaiting && c->next_ticket <= last)
     return fail(msg, len, "INV-QUEUE: next ticket not above the tail");
+  // (A LOOSE lease may exist while waiters queue, for as long as its
+  // releaser is between its CAS and the hand-off: the gate, open, keeps
+  // newcomers off it. INV-GATE above.)
   if (nwaiting && nfree)
     return fail(msg, len, "INV-NOBYPASS: a permit is free while waiters queue");
   if (nwaiting && c->closed.load(std::memory_order_relaxed))
@@ -125,7 +160,8 @@ int check_locked(shmsem_t *s, char *msg, size_t len) {
   for (uint32_t i = 0; i < nheld + nres; i++) {
     uint32_t l = s->used_leases[i].load(std::memory_order_relaxed);
     if (l >= n || s->leases[l].used_pos != i ||
-        s->leases[l].state.load(std::memory_order_relaxed) == kLeaseFree)
+        (lease_state(s->leases[l]) != kLeaseHeld &&
+         lease_state(s->leases[l]) != kLeaseReserved))
       return fail(msg, len, "INV-USED: lease in-use array is corrupt");
   }
   uint32_t nused_slots = m - nfree_slots;

@@ -161,7 +161,7 @@ EventWatch::Arm EventWatch::arm(shmsem_t *s, bool *dead) {
   const Owner &me = self_owner();
   bool partial = false;
   std::vector<int> opened;
-  for_each_in_use(s, [&](uint32_t, bool, const Owner &o) {
+  auto watch = [&](const Owner &o) {
     if (o.pid == me.pid && o.start == me.start && o.ino == me.ino) return;
     for (const Watched &w : watched_)
       if (w.pid == o.pid && w.start == o.start && w.ino == o.ino) return;
@@ -182,7 +182,10 @@ EventWatch::Arm EventWatch::arm(shmsem_t *s, bool *dead) {
     io_uring_prep_poll_add(sqe, fd, POLLIN);
     sqe->user_data = watched_.size();  // 1 + index
     opened.push_back(fd);
-  });
+  };
+  for_each_in_use(s, [&](uint32_t, bool, const Owner &o) { watch(o); });
+  // Processes that may hold leases taken without the lock.
+  for_each_proc(s, [&](uint32_t, const Owner &o) { watch(o); });
   bool ok = true;
   if (!opened.empty())
     ok = io_uring_submit(ring_) == int(opened.size());

@@ -51,8 +51,7 @@ uint32_t sweep_left(shmsem_t *s, uint32_t w) {
   if (word != kSlotLeft) return kNone;
   uint32_t l = ws.lease;
   bool reserved = lease_ok(s, l) &&
-                  s->leases[l].state.load(std::memory_order_relaxed) ==
-                      kLeaseReserved &&
+                  lease_state(s->leases[l]) == kLeaseReserved &&
                   s->leases[l].slot == w;
   free_left(s, w);
   if (!reserved) return kNone;
@@ -90,7 +89,7 @@ uint32_t pass_permit(shmsem_t *s, uint32_t l) {
     }
     if (w == kNone) {
       // Nobody queued: back to the pool.
-      rec.state.store(kLeaseFree, std::memory_order_release);  // commit
+      lease_store(rec, kLeaseFree, lease_gen(rec));  // commit
       SHMSEM_HOOK(RELEASE_FREED);
       lease_free(s, l);
       counter_add(c->available, 1);
@@ -103,10 +102,9 @@ uint32_t pass_permit(shmsem_t *s, uint32_t l) {
     ws.lease = l;
     rec.slot = w;
     rec.since_ns.store(coarse_ns(), std::memory_order_relaxed);
-    rec.gen.store(next_gen(rec.gen.load(std::memory_order_relaxed)),
-                  std::memory_order_relaxed);
+    const uint64_t gen = next_gen(lease_gen(rec));
     SHMSEM_HOOK(RELEASE_CHOSEN);
-    rec.state.store(kLeaseReserved, std::memory_order_release);  // commit
+    lease_store(rec, kLeaseReserved, gen);  // commit
     // The waiter's name goes on the record only after the commit: written
     // before it, a crash would leave the lease HELD under the name of a
     // live waiter that never got it, and nobody would ever reclaim it
@@ -131,7 +129,8 @@ uint32_t pass_permit(shmsem_t *s, uint32_t l) {
   }
 }
 
-int finish_slot(shmsem_t *s, uint32_t w, shmsem_lease_t *lease) {
+int finish_slot(shmsem_t *s, uint32_t w, uint32_t proc,
+                shmsem_lease_t *lease) {
   Core *c = s->core;
   WaiterSlot &ws = s->slots[w];
   uint32_t word = ws.word.load(std::memory_order_acquire);
@@ -144,17 +143,25 @@ int finish_slot(shmsem_t *s, uint32_t w, shmsem_lease_t *lease) {
         return -EUCLEAN;
       }
       LeaseRecord &rec = s->leases[l];
-      rec.owner = process_of(ws.owner);  // named before HELD (see pass_permit)
-      rec.state.store(kLeaseHeld, std::memory_order_release);  // commit
+      const uint64_t gen = lease_gen(rec);
+      if (proc < s->max_procs) {
+        // Under the waiter's process record: its release can be lock-free.
+        lease_unlist(s, l);
+        rec.word.store(lease_word(kLeaseHeldFast, proc, gen),
+                       std::memory_order_release);  // commit
+      } else {
+        rec.owner = process_of(ws.owner);  // named before HELD (pass_permit)
+        lease_store(rec, kLeaseHeld, gen);  // commit
+        counter_add(c->held, 1);
+      }
       counter_add(c->reserved, -1);
-      counter_add(c->held, 1);
       uint64_t now = mono_ns();
       uint64_t enq = ws.enq_ns.load(std::memory_order_relaxed);
       uint64_t waited = now > enq ? now - enq : 0;
       record_wait(s, waited);
       note_handoff(s, waited);
       SHMSEM_HOOK(WAIT_CONSUME_COMMITTED);
-      fill_token(s, l, rec.gen.load(std::memory_order_relaxed), lease);
+      fill_token(s, l, gen, lease);
       r = 0;
       break;
     }

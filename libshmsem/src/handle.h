@@ -16,6 +16,8 @@ struct shmsem_handle {
   shmsem::detail::WaiterSlot *slots;
   std::atomic<uint32_t> *used_leases;  // core.n_used_leases of them in use
   std::atomic<uint32_t> *used_slots;
+  shmsem::detail::ProcRecord *procs;
+  uint32_t max_procs;
   uint32_t permits;
   uint32_t max_waiters;
   uint64_t nonce;  // header.nonce, copied once at open
@@ -23,6 +25,10 @@ struct shmsem_handle {
   // section: unlock() repairs before releasing (tables.h). Lock holder only.
   bool corrupt;
   uint64_t pidns;  // header.pidns: the creator's PID namespace (0 unknown)
+  // This process's record (fastpath.h), valid while fast_pid is our pid: a
+  // child of fork() that inherits the handle registers its own.
+  std::atomic<int32_t> fast_pid;
+  std::atomic<uint32_t> fast_proc;
 };
 
 #endif  // SHMSEM_SRC_HANDLE_H

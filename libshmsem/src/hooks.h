@@ -27,6 +27,13 @@ namespace shmsem::detail {
   X(RELEASE_RESERVED)          /* lease RESERVED for head, word not GRANTED*/ \
   X(RELEASE_FREED)             /* lease FREE, not yet on the free list */     \
   X(RELEASE_GRANTED)           /* grant done, lock released, not yet woken */ \
+  X(FAST_ACQUIRE_READ)         /* lock-free: lease read LOOSE, not CASed */  \
+  X(FAST_ACQUIRE_TAKEN)        /* lock-free: lease HELD_FAST, token not out*/ \
+  X(FAST_RELEASE_NAMED)        /* lock-free: lane names it, still HELD_FAST*/ \
+  X(FAST_RELEASE_FREED)        /* lock-free: lease LOOSE, gate not read */    \
+  X(FAST_HANDOFF_LOCKED)       /* gate seen open: lock held, not passed */    \
+  X(PROC_NAMED)                /* process record named, not yet USED */       \
+  X(GATE_OPENED)               /* gate opened to the queue, lanes not swept*/ \
   X(CANCEL_LOCKED)             /* canceller holds the lock */                 \
   X(SHUTDOWN_CLOSED)           /* closed committed, waiters not yet failed */ \
   X(SHUTDOWN_FAILED_ONE)       /* one waiter failed, lock held */             \

@@ -40,10 +40,23 @@ void for_each_in_use(shmsem_t *s, F fn) {
   for (uint32_t i = 0; i < n; i++) {
     uint32_t l = s->used_leases[i].load(std::memory_order_relaxed);
     if (l >= s->permits ||
-        s->leases[l].state.load(std::memory_order_acquire) != kLeaseHeld)
+        word_state(s->leases[l].word.load(std::memory_order_acquire)) !=
+            kLeaseHeld)
       continue;
     fn(l, false, read_owner(s->leases[l].owner));
   }
+}
+
+// Visits the process records in use (fastpath.h): fn(p, owner copy). Their
+// HELD_FAST leases are listed nowhere: a process found dead here costs one
+// scan of the lease words (reclaim.cc).
+template <typename F>
+void for_each_proc(shmsem_t *s, F fn) {
+  uint32_t n = std::min(s->core->procs_hwm.load(std::memory_order_relaxed),
+                        s->max_procs);
+  for (uint32_t p = 0; p < n; p++)
+    if (s->procs[p].state.load(std::memory_order_acquire) == kProcUsed)
+      fn(p, read_owner(s->procs[p].owner));
 }
 
 }  // namespace shmsem::detail

@@ -16,7 +16,7 @@ namespace shmsem::detail {
 
 inline constexpr size_t kCacheLine = 64;
 inline constexpr uint64_t kMagic = 0x0100'4d45'534d'4853ull;  // "SHMSEM\0\1"
-inline constexpr uint32_t kLayoutVersion = 5;
+inline constexpr uint32_t kLayoutVersion = 6;
 inline constexpr uint32_t kReady = 0x5245'4459u;  // "READY", stored last
 inline constexpr uint32_t kNone = 0xffff'ffffu;   // "no index"
 // The lock word: a tid (at most 2^22 on Linux) and one flag.
@@ -27,13 +27,33 @@ inline constexpr uint32_t kLockTakeover = 0x4000'0000u;
 // Tids are below PID_MAX_LIMIT (2^22).
 inline constexpr uint32_t kLockTidMask = 0x003f'ffffu;
 
-// Lease record states. Distinct non-zero values so that zeroed or 0xff-filled
-// memory never decodes as a valid state.
+// Lease record states: the top 4 bits of LeaseRecord::word. Distinct values
+// other than 0x0 and 0xF, so that zeroed or 0xff-filled memory never decodes
+// as a valid state. FREE, HELD and RESERVED change only under the lock; LOOSE
+// and HELD_FAST are the lock-free path's (fastpath.h), and every change of a
+// word in one of those two states is a CAS, by anyone.
 enum LeaseState : uint32_t {
-  kLeaseFree = 0x4c45'0001u,
-  kLeaseHeld = 0x4c45'0002u,
-  kLeaseReserved = 0x4c45'0003u,
+  kLeaseFree = 0x3,      // on the free list (under the lock)
+  kLeaseHeld = 0x5,      // held; `owner` names it; listed in used_leases
+  kLeaseReserved = 0x6,  // granted to waiter `slot`; listed
+  kLeaseLoose = 0x9,     // free, off the free list, named by a lane of `proc`
+  kLeaseHeldFast = 0xA,  // held by process record `proc`; not listed
 };
+// The lease word: state (4 bits) | process record (12 bits) | generation
+// (48 bits). One word, so that one CAS both checks a token's generation and
+// changes the state (an exactly-once release needs nothing else), and a
+// fast-path holder is named by the same store that makes it a holder.
+inline constexpr uint32_t kNoProc = 0xfff;
+inline constexpr uint64_t kGenMask = (uint64_t{1} << 48) - 1;
+inline constexpr uint32_t word_state(uint64_t w) { return uint32_t(w >> 60); }
+inline constexpr uint32_t word_proc(uint64_t w) {
+  return uint32_t(w >> 48) & 0xfff;
+}
+inline constexpr uint64_t word_gen(uint64_t w) { return w & kGenMask; }
+inline constexpr uint64_t lease_word(uint32_t state, uint32_t proc,
+                                     uint64_t gen) {
+  return uint64_t{state} << 60 | uint64_t{proc & 0xfff} << 48 | (gen & kGenMask);
+}
 
 // Waiter slot states; this value is the slot's futex word.
 enum SlotState : uint32_t {
@@ -91,19 +111,56 @@ struct Header {
   uint64_t pidns;     // inode of the creator's PID namespace (0: unknown)
   uint64_t created_ns;  // CLOCK_REALTIME of creation, for display only
   uint64_t nonce;  // random per creation: tokens name their semaphore
+  uint64_t proc_off;  // procs[max_procs]
+  uint32_t max_procs;
+  uint32_t pad;
 };
 static_assert(sizeof(Header) <= 2 * kCacheLine);
 
 struct alignas(kCacheLine) LeaseRecord {
-  std::atomic<uint32_t> state;  // LeaseState; the commit word
-  uint32_t slot;                // RESERVED: the slot it is granted to
-  std::atomic<uint64_t> gen;    // bumped on every grant; 0 never valid
-  Owner owner;                  // process only (tid, tino are 0)
-  uint32_t next_free;  // free-list link (rebuildable)
+  std::atomic<uint64_t> word;  // state | proc | gen (above); the commit word
+  uint32_t slot;               // RESERVED: the slot it is granted to
+  uint32_t next_free;          // free-list link (rebuildable)
+  Owner owner;  // HELD: the process (tid, tino are 0); else stale
   uint32_t used_pos;   // index in used_leases while HELD/RESERVED (rebuildable)
+  uint32_t pad;
   std::atomic<uint64_t> since_ns;  // coarse monotonic time of the grant
 };
 static_assert(sizeof(LeaseRecord) == kCacheLine);
+
+// Process records (fastpath.h): one per process that uses the semaphore,
+// registered under the lock at its first acquire and freed only once the
+// process is proven dead. A HELD_FAST lease names its holder's record in
+// its word. Each thread of the process has a lane (a process-local index
+// below kLanes): `loose` names the lease it freed last, which it takes back
+// first on its next acquire; only the lane's thread writes it.
+inline constexpr uint32_t kLanes = 16;
+inline constexpr uint32_t kMaxProcs = 4094;  // below kNoProc
+enum ProcState : uint32_t {
+  kProcFree = 0x5052'0001u,
+  kProcUsed = 0x5052'0002u,
+};
+struct Lane {
+  std::atomic<uint32_t> loose;  // a lease index, or kNone; a hint
+  uint32_t pad;
+  std::atomic<uint64_t> acquisitions;  // lock-free acquisitions (lane's thread)
+};
+struct alignas(kCacheLine) ProcRecord {
+  std::atomic<uint32_t> state;  // ProcState; the commit word
+  uint32_t pad;
+  Owner owner;  // the process (tid, tino are 0)
+  alignas(kCacheLine) Lane lanes[kLanes];
+};
+static_assert(sizeof(ProcRecord) == kCacheLine + kLanes * sizeof(Lane));
+// How many process records a segment has: as many as waiter slots, within
+// [kMinProcs, kMaxProcs]. A process that finds none free works, without the
+// lock-free path.
+inline constexpr uint32_t kMinProcs = 64;
+inline constexpr uint32_t procs_for(uint32_t max_waiters) {
+  return max_waiters < kMinProcs   ? kMinProcs
+         : max_waiters > kMaxProcs ? kMaxProcs
+                                   : max_waiters;
+}
 
 // Two cache lines: the futex word and the fields the hand-off touches on the
 // first, the owner on the second.
@@ -166,6 +223,14 @@ struct alignas(kCacheLine) Core {
   // costs what the live records cost, not N + W. Rebuilt by repair.
   std::atomic<uint32_t> n_used_leases;
   std::atomic<uint32_t> n_used_slots;
+  // One past the highest process record ever USED (sweeps scan below it).
+  std::atomic<uint32_t> procs_hwm;
+
+  // The gate of the lock-free path, on its own line (read by every fast
+  // acquire and release, written only when it changes): kGateQueued while
+  // anyone is queued (waiting > 0), kGateClosed once shut down. Written
+  // under the lock.
+  alignas(kCacheLine) std::atomic<uint32_t> gate;
 
   alignas(kCacheLine) std::atomic<uint64_t> acquisitions;
   std::atomic<uint64_t> timeouts;
@@ -178,6 +243,9 @@ struct alignas(kCacheLine) Core {
   std::atomic<uint64_t> wait_hist[SHMSEM_HIST_BUCKETS];
 };
 
+inline constexpr uint32_t kGateQueued = 1;
+inline constexpr uint32_t kGateClosed = 2;
+
 inline constexpr size_t kCoreOff = 2 * kCacheLine;
 static_assert(sizeof(Header) <= kCoreOff);
 
@@ -185,16 +253,19 @@ inline constexpr size_t align_up(size_t v, size_t a) { return (v + a - 1) / a * 
 
 // Geometry of a segment for N permits and W waiter slots.
 struct Geometry {
-  uint64_t lease_off, slot_off, used_off, total_size;
+  uint64_t lease_off, slot_off, used_off, proc_off, total_size;
+  uint32_t max_procs;
 };
 inline Geometry geometry(uint32_t permits, uint32_t max_waiters) {
   Geometry g;
   g.lease_off = align_up(kCoreOff + sizeof(Core), kCacheLine);
   g.slot_off = g.lease_off + uint64_t{permits} * sizeof(LeaseRecord);
   g.used_off = g.slot_off + uint64_t{max_waiters} * sizeof(WaiterSlot);
-  g.total_size = align_up(
+  g.proc_off = align_up(
       g.used_off + (uint64_t{permits} + max_waiters) * sizeof(uint32_t),
       kCacheLine);
+  g.max_procs = procs_for(max_waiters);
+  g.total_size = g.proc_off + uint64_t{g.max_procs} * sizeof(ProcRecord);
   return g;
 }
 

@@ -24,10 +24,12 @@
 #include <algorithm>
 
 #include "clock.h"
+#include "fastpath.h"
 #include "futex.h"
 #include "hooks.h"
 #include "owner.h"
 #include "recovery.h"
+#include "tables.h"
 
 namespace shmsem::detail {
 namespace {
@@ -258,6 +260,20 @@ void unlock(shmsem_t *s) {
     // anyone else sees the state (tables.h).
     s->corrupt = false;
     repair(s);
+  }
+  // The gate of the lock-free path follows the queue and `closed`. Opened
+  // to the queue: the fence, then the lanes (Dekker with fast_release(),
+  // fastpath.cc): a lease freed by a releaser that read the gate shut is
+  // seen here and goes to the head.
+  if (gate_sync(s)) {
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    SHMSEM_HOOK(GATE_OPENED);
+    sweep_loose(s);
+    if (s->corrupt) {
+      s->corrupt = false;
+      repair(s);
+    }
+    (void)gate_sync(s);  // the sweep may have granted every waiter
   }
   // No longer ours: a later holder with a reused tid must not find a
   // record naming it before it has named itself (holder_dead()).

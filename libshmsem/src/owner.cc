@@ -183,6 +183,7 @@ const Self &self() {
                                          std::memory_order_acquire)) {
       p->self = t_fallback;
       p->ready.store(2, std::memory_order_release);
+      g_self_pid.store(&p->self.owner.pid, std::memory_order_release);
     }
   }
   return t_fallback;
@@ -195,6 +196,8 @@ const Self &self() {
 __attribute__((tls_model("initial-exec"))) thread_local Owner t_owner;
 
 }  // namespace
+
+std::atomic<const int32_t *> g_self_pid{nullptr};
 
 const Owner &self_owner() { return self().owner; }
 

@@ -8,6 +8,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include <atomic>
+
 #include "layout.h"
 
 namespace shmsem::detail {
@@ -19,6 +21,14 @@ enum class Verdict { kAlive, kDead, kUnknown };
 // _Fork() or clone() sees a wiped page and recomputes: no atfork handler,
 // and no system call after the first.
 const Owner &self_owner();
+// Points at the pid in that page once it is learnt (0 there in a child).
+extern std::atomic<const int32_t *> g_self_pid;
+// This process's pid, as self_owner().pid, in two loads when learnt.
+inline int32_t self_pid() {
+  const int32_t *p = g_self_pid.load(std::memory_order_acquire);
+  int32_t v = p ? __atomic_load_n(p, __ATOMIC_RELAXED) : 0;
+  return v ? v : self_owner().pid;
+}
 // This process and the calling thread (for a waiter slot, and the lock).
 const Owner &self_thread_owner();
 

@@ -18,6 +18,7 @@
 
 #include "cancelstate.h"
 #include "clock.h"
+#include "fastpath.h"
 #include "futex.h"
 #include "hooks.h"
 #include "inuse.h"
@@ -38,6 +39,12 @@ bool same(const Owner &a, const Owner &b) {
          a.ino == b.ino && a.tino == b.tino;
 }
 
+enum class Kind : uint8_t {
+  kLease,      // a HELD lease (`slot` false)
+  kFastLease,  // a HELD_FAST lease of a dead process record, read as `word`
+  kProc,       // a process record, after its HELD_FAST leases
+};
+
 struct Candidate {
   uint32_t idx;
   bool slot;
@@ -47,6 +54,8 @@ struct Candidate {
   // queued again in the same slot since, under the same name.
   bool left = false;
   uint64_t ticket = 0;
+  Kind kind = Kind::kLease;
+  uint64_t word = 0;
 };
 
 // Slots come first in for_each_in_use (inuse.h): dead waiters leave before
@@ -154,7 +163,7 @@ int reclaim_one(shmsem_t *s, const Candidate &cand,
     stat_bump(c->reclaimed_waiters);
     n++;
     if (l != kNone && l < s->permits &&
-        s->leases[l].state.load(std::memory_order_relaxed) == kLeaseReserved) {
+        lease_state(s->leases[l]) == kLeaseReserved) {
       // Granted to a waiter that died before returning: pass it on.
       counter_add(c->reserved, -1);
       uint32_t g = pass_permit(s, l);
@@ -162,10 +171,57 @@ int reclaim_one(shmsem_t *s, const Candidate &cand,
       stat_bump(c->reclaimed_holders);
       n++;
     }
+  } else if (cand.kind == Kind::kFastLease) {
+    // Held under the record of a dead process: lock it in as that
+    // process's HELD lease, then pass it on. A CAS: a holder of the token
+    // in another process may release it at the same moment.
+    LeaseRecord &rec = s->leases[cand.idx];
+    uint32_t p = word_proc(cand.word);
+    if (p >= s->max_procs ||
+        s->procs[p].state.load(std::memory_order_relaxed) != kProcUsed ||
+        !same(s->procs[p].owner, cand.owner))
+      return 0;
+    rec.owner = cand.owner;
+    uint64_t w = cand.word;
+    if (!rec.word.compare_exchange_strong(
+            w, lease_word(kLeaseHeld, kNoProc, word_gen(w)),
+            std::memory_order_acquire, std::memory_order_relaxed))
+      return 0;
+    used_add(s, c->n_used_leases, s->used_leases, s->permits, cand.idx,
+             &rec.used_pos);
+    uint32_t g = pass_permit(s, cand.idx);  // commit inside
+    if (g != kNone) wake->push_back(g);
+    stat_bump(c->reclaimed_holders);
+    n++;
+  } else if (cand.kind == Kind::kProc) {
+    ProcRecord &pr = s->procs[cand.idx];
+    if (pr.state.load(std::memory_order_relaxed) != kProcUsed ||
+        !same(pr.owner, cand.owner))
+      return 0;
+    // Its HELD_FAST leases went first (candidates before this one). The
+    // leases its lanes left free go on; its counts join the core's.
+    uint64_t acquired = 0;
+    for (Lane &ln : pr.lanes) {
+      uint32_t l = ln.loose.load(std::memory_order_relaxed);
+      uint64_t w = l < s->permits
+                       ? s->leases[l].word.load(std::memory_order_relaxed)
+                       : 0;
+      if (word_state(w) == kLeaseLoose && word_proc(w) == cand.idx) {
+        bool taken;
+        uint32_t g = pass_loose(s, l, w, &taken);
+        if (g != kNone) wake->push_back(g);
+      }
+      acquired += ln.acquisitions.load(std::memory_order_relaxed);
+      ln.loose.store(kNone, std::memory_order_relaxed);
+      ln.acquisitions.store(0, std::memory_order_relaxed);
+    }
+    stat_bump(c->acquisitions, acquired);
+    stat_bump(c->wait_hist[0], acquired);
+    pr.state.store(kProcFree, std::memory_order_release);  // commit
+    // (Not counted: a record of the process, not a permit or a wait.)
   } else {
     LeaseRecord &rec = s->leases[cand.idx];
-    if (rec.state.load(std::memory_order_relaxed) != kLeaseHeld ||
-        !same(rec.owner, cand.owner))
+    if (lease_state(rec) != kLeaseHeld || !same(rec.owner, cand.owner))
       return 0;
     counter_add(c->held, -1);
     uint32_t g = pass_permit(s, cand.idx);  // commit inside
@@ -188,6 +244,9 @@ int reclaim_candidates(shmsem_t *s, const Limit *limit,
     // process sleeps on its slot word). Within the limit: a lock that
     // stays held is someone else's to repair.
     LockGuard guard(s, limit);
+    // Leases a lock-free release left free while someone waits (it was
+    // stopped or killed before it could hand them on): to the head.
+    if (!guard.error()) return sweep_loose(s);
     return 0;
   }
   SHMSEM_HOOK(RECLAIM_SCANNED);
@@ -200,11 +259,42 @@ int reclaim_candidates(shmsem_t *s, const Limit *limit,
       SHMSEM_HOOK(RECLAIM_LOCKED);
       for (size_t j = i; j < dead.size() && j < i + kChunk; j++)
         n += reclaim_one(s, dead[j], &wake);
+      n += sweep_loose(s);
     }
     for (uint32_t w : wake) futex_wake(&s->slots[w].word, 1);
     wake.clear();
   }
   return n;
+}
+
+// The process records whose process `dead_fn` says is dead, each after its
+// HELD_FAST leases: one scan of the lease words, without the lock, and only
+// when some process record is dead (a death costs O(N) once; a pass in
+// which everyone lives costs what the records in use cost).
+template <typename F>
+void add_dead_procs(shmsem_t *s, F dead_fn, std::vector<Candidate> *out) {
+  std::vector<Candidate> procs;
+  for_each_proc(s, [&](uint32_t p, const Owner &o) {
+    if (!dead_fn(o)) return;
+    Candidate c{p, false, o};
+    c.kind = Kind::kProc;
+    procs.push_back(c);
+  });
+  if (procs.empty()) return;
+  std::vector<const Candidate *> by_proc(s->max_procs, nullptr);
+  for (const Candidate &c : procs) by_proc[c.idx] = &c;
+  for (uint32_t l = 0; l < s->permits; l++) {
+    uint64_t w = s->leases[l].word.load(std::memory_order_acquire);
+    if (word_state(w) != kLeaseHeldFast || word_proc(w) >= s->max_procs)
+      continue;
+    const Candidate *pc = by_proc[word_proc(w)];
+    if (!pc) continue;
+    Candidate c{l, false, pc->owner};
+    c.kind = Kind::kFastLease;
+    c.word = w;
+    out->push_back(c);
+  }
+  out->insert(out->end(), procs.begin(), procs.end());
 }
 
 }  // namespace
@@ -267,10 +357,14 @@ int reclaim(shmsem_t *s, const Limit *limit) {
   });
   // Only if someone is dead: the records that name them (read again; a
   // record that changed meanwhile is simply judged on its new bytes).
-  if (judge && v.settle(step))
+  if (judge) for_each_proc(s, [&](uint32_t, const Owner &o) { v.add(false, o); });
+  if (judge && v.settle(step)) {
     for_each_in_use(s, [&](uint32_t idx, bool slot, const Owner &o) {
       if (v.dead(slot, o)) dead.push_back({idx, slot, o});
     });
+    add_dead_procs(s, [&](const Owner &o) { return v.dead(false, o); },
+                   &dead);
+  }
   return reclaim_candidates(s, limit, dead);
 }
 
@@ -279,13 +373,15 @@ int reclaim_exited(shmsem_t *s, const Limit *limit,
   if (s->rdonly || gone.empty()) return 0;
   NoCancel no_cancel;
   std::vector<Candidate> dead;
-  for_each_in_use(s, [&](uint32_t idx, bool slot, const Owner &o) {
+  auto is_gone = [&](const Owner &o) {
     for (const Owner &g : gone)
-      if (g.pid == o.pid && g.start == o.start && g.ino == o.ino) {
-        dead.push_back({idx, slot, o});
-        break;
-      }
+      if (g.pid == o.pid && g.start == o.start && g.ino == o.ino) return true;
+    return false;
+  };
+  for_each_in_use(s, [&](uint32_t idx, bool slot, const Owner &o) {
+    if (is_gone(o)) dead.push_back({idx, slot, o});
   });
+  add_dead_procs(s, is_gone, &dead);
   return reclaim_candidates(s, limit, dead);
 }
 

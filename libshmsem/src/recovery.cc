@@ -13,11 +13,29 @@
 #include <utility>
 #include <vector>
 
+#include "fastpath.h"
 #include "futex.h"
+#include "owner.h"
 #include "hooks.h"
 #include "tables.h"
 
 namespace shmsem::detail {
+
+namespace {
+
+// A lane of the process record that LOOSE lease `l` (read as `w`) names
+// names it in turn: the sweeps can find it.
+bool loose_named(const shmsem_t *s, uint32_t l, uint64_t w) {
+  uint32_t p = word_proc(w);
+  if (p >= s->max_procs ||
+      s->procs[p].state.load(std::memory_order_relaxed) != kProcUsed)
+    return false;
+  for (const Lane &ln : s->procs[p].lanes)
+    if (ln.loose.load(std::memory_order_relaxed) == l) return true;
+  return false;
+}
+
+}  // namespace
 
 void repair(shmsem_t *s) {
   SHMSEM_HOOK(REPAIR_LOCKED);
@@ -29,7 +47,7 @@ void repair(shmsem_t *s) {
   // 1. Half-finished grants and returns.
   for (uint32_t l = 0; l < n; l++) {
     LeaseRecord &rec = s->leases[l];
-    if (rec.state.load(std::memory_order_relaxed) != kLeaseReserved) continue;
+    if (lease_state(rec) != kLeaseReserved) continue;
     uint32_t w = rec.slot;
     uint32_t word =
         w < m ? s->slots[w].word.load(std::memory_order_relaxed) : 0;
@@ -42,10 +60,10 @@ void repair(shmsem_t *s) {
               std::memory_order_relaxed))
         wake.push_back(w);
       else
-        rec.state.store(kLeaseFree, std::memory_order_release);  // orphan
+        lease_store(rec, kLeaseFree, lease_gen(rec));  // orphan
     } else if (!((word == kSlotGranted || word == kSlotLeft) &&
                  s->slots[w].lease == l)) {
-      rec.state.store(kLeaseFree, std::memory_order_release);  // orphan
+      lease_store(rec, kLeaseFree, lease_gen(rec));  // orphan
     }
   }
   for (uint32_t w = 0; w < m; w++) {
@@ -58,8 +76,7 @@ void repair(shmsem_t *s) {
     if (word == kSlotGranted) {
       uint32_t l = ws.lease;
       if (l >= n ||
-          s->leases[l].state.load(std::memory_order_relaxed) !=
-              kLeaseReserved ||
+          lease_state(s->leases[l]) != kLeaseReserved ||
           s->leases[l].slot != w)
         ws.word.compare_exchange_strong(word, kSlotFree,
                                         std::memory_order_release,
@@ -88,15 +105,49 @@ void repair(shmsem_t *s) {
   c->n_used_slots.store(0, std::memory_order_relaxed);
   for (uint32_t l = n; l-- > 0;) {
     LeaseRecord &rec = s->leases[l];
-    switch (rec.state.load(std::memory_order_relaxed)) {
+    uint64_t w = rec.word.load(std::memory_order_relaxed);
+    switch (word_state(w)) {
       case kLeaseHeld:
-      case kLeaseReserved:
-        (rec.state.load(std::memory_order_relaxed) == kLeaseHeld ? held
-                                                                 : reserved)++;
+        held++;
         used_add(s, c->n_used_leases, s->used_leases, n, l, &rec.used_pos);
         break;
+      case kLeaseReserved:
+        reserved++;
+        used_add(s, c->n_used_leases, s->used_leases, n, l, &rec.used_pos);
+        break;
+      case kLeaseHeldFast:
+        // The lock-free path's, changed by CAS only. Held under a process
+        // record that is not in use (a writer's): held by nobody we can
+        // name. HELD under this process, whose reclamation passes it on
+        // (the dead record's process may have held it; we cannot tell).
+        if (word_proc(w) < s->max_procs &&
+            s->procs[word_proc(w)].state.load(std::memory_order_relaxed) ==
+                kProcUsed)
+          break;
+        rec.owner = self_owner();
+        if (rec.word.compare_exchange_strong(
+                w, lease_word(kLeaseHeld, kNoProc, word_gen(w)),
+                std::memory_order_relaxed, std::memory_order_relaxed)) {
+          held++;
+          used_add(s, c->n_used_leases, s->used_leases, n, l, &rec.used_pos);
+          break;
+        }
+        if (word_state(w) != kLeaseLoose) break;  // released meanwhile
+        [[fallthrough]];
+      case kLeaseLoose:
+        // Free, and found by the sweeps only through a lane of its process
+        // record that names it (fast_release() names it before freeing it).
+        if (loose_named(s, l, w)) break;
+        if (!rec.word.compare_exchange_strong(
+                w, lease_word(kLeaseFree, kNoProc, word_gen(w)),
+                std::memory_order_relaxed, std::memory_order_relaxed))
+          break;  // taken meanwhile (CAS: the only way it changes)
+        lease_push(s, l);
+        avail++;
+        break;
       default:
-        rec.state.store(kLeaseFree, std::memory_order_relaxed);
+        rec.word.store(lease_word(kLeaseFree, kNoProc, word_gen(w)),
+                       std::memory_order_relaxed);
         lease_push(s, l);
         avail++;
     }
@@ -151,6 +202,8 @@ void repair(shmsem_t *s) {
     uint32_t g = pass_permit(s, l);
     if (g != kNone) wake.push_back(g);
   }
+  // 6. Leases a lock-free release freed while waiters queue.
+  sweep_loose(s);
   for (uint32_t w : wake) futex_wake(&s->slots[w].word, 1);
 }
 

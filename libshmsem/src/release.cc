@@ -3,6 +3,7 @@
 
 #include <errno.h>
 
+#include "fastpath.h"
 #include "futex.h"
 #include "hooks.h"
 #include "lock.h"
@@ -10,27 +11,51 @@
 
 namespace shmsem::detail {
 
-int release(shmsem_t *s, shmsem_lease_t *lease) {
+int release_lockfree(shmsem_t *s, const shmsem_lease_t *lease) {
   if (!s || !lease) return -EINVAL;
   if (s->rdonly) return -EBADF;
   // A token names its semaphore (a nonce drawn at creation): one of another
   // semaphore, or of an earlier one under the same name, is not ours.
+  if (lease->sem != s->nonce || lease->index >= s->permits ||
+      lease->gen == 0 || lease->gen > kGenMask || lease->__reserved)
+    return -EINVAL;
+  // A HELD_FAST lease, nobody queued (fastpath.h); else 1.
+  return fast_release(s, lease) == 0 ? 0 : 1;
+}
+
+int release(shmsem_t *s, shmsem_lease_t *lease) {
+  int r = release_lockfree(s, lease);
+  return r <= 0 ? r : release_locked(s, lease);
+}
+
+int release_locked(shmsem_t *s, const shmsem_lease_t *lease) {
   const uint32_t l = lease->index;
   const uint64_t gen = lease->gen;
-  if (lease->sem != s->nonce || l >= s->permits || gen == 0 ||
-      lease->__reserved)
-    return -EINVAL;
   uint32_t wake;
   {
     LockGuard guard(s);
     SHMSEM_HOOK(RELEASE_LOCKED);
     LeaseRecord &rec = s->leases[l];
-    // A lease is valid only while its record is HELD at the same generation:
+    // A lease is valid only while its record is held at the same generation:
     // a second release, or a release after reclamation, changes nothing.
-    if (rec.state.load(std::memory_order_relaxed) != kLeaseHeld ||
-        rec.gen.load(std::memory_order_relaxed) != gen)
+    uint64_t w = rec.word.load(std::memory_order_relaxed);
+    if (word_gen(w) != gen) return -EALREADY;
+    if (word_state(w) == kLeaseHeldFast) {
+      // Held under a process record: lock it in as HELD first (a CAS: a
+      // lock-free release of the same token may race with this one).
+      uint32_t p = word_proc(w);
+      if (p < s->max_procs) rec.owner = s->procs[p].owner;
+      if (!rec.word.compare_exchange_strong(
+              w, lease_word(kLeaseHeld, kNoProc, gen),
+              std::memory_order_acquire, std::memory_order_relaxed))
+        return -EALREADY;
+      used_add(s, s->core->n_used_leases, s->used_leases, s->permits, l,
+               &rec.used_pos);
+    } else if (word_state(w) == kLeaseHeld) {
+      counter_add(s->core->held, -1);
+    } else {
       return -EALREADY;
-    counter_add(s->core->held, -1);
+    }
     wake = pass_permit(s, l);
   }
   if (wake != kNone) {

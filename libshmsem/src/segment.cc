@@ -59,9 +59,17 @@ int init_segment(void *base, uint32_t permits, uint32_t max_waiters) {
   core->next_ticket = 1;
   core->watch_period_ns.store(kWatchPeriodNs, std::memory_order_relaxed);
   for (uint32_t i = 0; i < permits; i++) {
-    leases[i].state.store(kLeaseFree, std::memory_order_relaxed);
+    leases[i].word.store(lease_word(kLeaseFree, kNoProc, 0),
+                         std::memory_order_relaxed);
     leases[i].slot = kNone;
     leases[i].next_free = i + 1 < permits ? i + 1 : kNone;
+  }
+  auto *procs =
+      reinterpret_cast<ProcRecord *>(static_cast<char *>(base) + g.proc_off);
+  for (uint32_t i = 0; i < g.max_procs; i++) {
+    procs[i].state.store(kProcFree, std::memory_order_relaxed);
+    for (Lane &ln : procs[i].lanes)
+      ln.loose.store(kNone, std::memory_order_relaxed);
   }
   core->free_lease = 0;
   for (uint32_t i = 0; i < max_waiters; i++) {
@@ -80,6 +88,8 @@ int init_segment(void *base, uint32_t permits, uint32_t max_waiters) {
   hdr->lease_off = g.lease_off;
   hdr->slot_off = g.slot_off;
   hdr->used_off = g.used_off;
+  hdr->proc_off = g.proc_off;
+  hdr->max_procs = g.max_procs;
   hdr->pidns = pidns_inode();
   hdr->nonce = draw_nonce();
   timespec now;
@@ -107,6 +117,10 @@ shmsem_t *make_handle(void *base, size_t size, bool rdonly,
   s->slots = reinterpret_cast<WaiterSlot *>(b + hdr.slot_off);
   s->used_leases = reinterpret_cast<std::atomic<uint32_t> *>(b + hdr.used_off);
   s->used_slots = s->used_leases + hdr.permits;
+  s->procs = reinterpret_cast<ProcRecord *>(b + hdr.proc_off);
+  s->max_procs = hdr.max_procs;
+  s->fast_pid.store(0, std::memory_order_relaxed);
+  s->fast_proc.store(kNoProc, std::memory_order_relaxed);
   s->permits = hdr.permits;
   s->max_waiters = hdr.max_waiters;
   s->nonce = hdr.nonce;
@@ -175,7 +189,8 @@ int segment_validate(const void *base, size_t size, Header *copy) {
     return -EBADMSG;
   Geometry g = geometry(hdr.permits, hdr.max_waiters);
   if (hdr.lease_off != g.lease_off || hdr.slot_off != g.slot_off ||
-      hdr.used_off != g.used_off || hdr.total_size != g.total_size ||
+      hdr.used_off != g.used_off || hdr.proc_off != g.proc_off ||
+      hdr.max_procs != g.max_procs || hdr.total_size != g.total_size ||
       size != g.total_size)
     return -EBADMSG;
   if (copy)

@@ -5,6 +5,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "handle.h"
 #include "lock.h"
 
 namespace shmsem::detail {
@@ -36,6 +37,23 @@ void fill(shmsem_t *s, struct shmsem_stat *st) {
   st->repairs = r64(c->repairs);
   for (int b = 0; b < SHMSEM_HIST_BUCKETS; b++)
     st->wait_hist[b] = r64(c->wait_hist[b]);
+  // The lock-free path's part, which the counters above do not hold: its
+  // LOOSE leases are available and its HELD_FAST ones held (one scan), and
+  // its acquisitions (waits of zero) are counted in the lanes.
+  for (uint32_t l = 0; l < s->permits; l++) {
+    uint32_t state = word_state(s->leases[l].word.load(std::memory_order_relaxed));
+    st->available += state == kLeaseLoose;
+    st->held += state == kLeaseHeldFast;
+  }
+  uint64_t fast = 0;
+  uint32_t hwm = r32(c->procs_hwm);
+  for (uint32_t p = 0; p < hwm && p < s->max_procs; p++) {
+    if (s->procs[p].state.load(std::memory_order_relaxed) != kProcUsed)
+      continue;
+    for (const Lane &ln : s->procs[p].lanes) fast += r64(ln.acquisitions);
+  }
+  st->acquisitions += fast;
+  st->wait_hist[0] += fast;
 }
 
 }  // namespace

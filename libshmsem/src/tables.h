@@ -18,9 +18,43 @@ inline void counter_add(std::atomic<uint32_t> &c, int32_t d) {
 inline void stat_bump(std::atomic<uint64_t> &c, uint64_t d = 1) {
   c.store(c.load(std::memory_order_relaxed) + d, std::memory_order_relaxed);
 }
-// Next generation of a record: 64 bits, never wraps in practice (2^64
-// grants), and 0 is never a valid generation.
-inline uint64_t next_gen(uint64_t g) { return g + 1 ? g + 1 : 1; }
+// Next generation of a record: 48 bits (the lease word's), which wraps
+// after 2.8e14 grants of one record (160 days at 20 million a second), and
+// 0 is never a valid generation.
+inline uint64_t next_gen(uint64_t g) {
+  g = (g + 1) & kGenMask;
+  return g ? g : 1;
+}
+
+// --- lease words (layout.h) ---------------------------------------------------
+inline uint32_t lease_state(const LeaseRecord &r) {
+  return word_state(r.word.load(std::memory_order_relaxed));
+}
+inline uint64_t lease_gen(const LeaseRecord &r) {
+  return word_gen(r.word.load(std::memory_order_relaxed));
+}
+// Lock holders only, on a record in FREE, HELD or RESERVED: states the
+// lock-free path never changes (its CAS expects LOOSE or HELD_FAST), so a
+// plain store is the commit. Release: a reader that sees the new state sees
+// the fields written before it.
+inline void lease_store(LeaseRecord &r, uint32_t state, uint64_t gen) {
+  r.word.store(lease_word(state, kNoProc, gen), std::memory_order_release);
+}
+
+// --- the gate of the lock-free path --------------------------------------------
+// After `waiting` or `closed` changed: the gate follows them. Returns true
+// when it has just opened to the queue (nobody was queued): the caller then
+// sweeps the lanes (fastpath.h), after a fence, for leases freed by
+// releasers that read the gate before this store.
+inline bool gate_sync(shmsem_t *s) {
+  Core *c = s->core;
+  uint32_t g = (c->waiting.load(std::memory_order_relaxed) ? kGateQueued : 0) |
+               (c->closed.load(std::memory_order_relaxed) ? kGateClosed : 0);
+  uint32_t old = c->gate.load(std::memory_order_relaxed);
+  if (g == old) return false;
+  c->gate.store(g, std::memory_order_relaxed);
+  return (g & kGateQueued) && !(old & kGateQueued);
+}
 
 // --- shared memory is input --------------------------------------------------
 // Every index, link and count read from the segment goes through these
@@ -84,6 +118,12 @@ inline uint32_t lease_pop(shmsem_t *s) {
   used_add(s, s->core->n_used_leases, s->used_leases, s->permits, l,
            &s->leases[l].used_pos);
   return l;
+}
+// A lease leaves the records in use without going back to the pool: it
+// becomes HELD_FAST, which only its process record names.
+inline void lease_unlist(shmsem_t *s, uint32_t l) {
+  used_remove(s, s->core->n_used_leases, s->used_leases, s->leases,
+              s->permits, s->leases[l].used_pos);
 }
 // Put a FREE lease on the free list (repair's rebuild; not in use).
 inline void lease_push(shmsem_t *s, uint32_t l) {
@@ -204,7 +244,9 @@ void free_left(shmsem_t *s, uint32_t w);
 
 // The waiter owning slot `w` completes: its word is no longer WAITING.
 // Frees the slot; GRANTED fills `lease` and returns 0.
-int finish_slot(shmsem_t *s, uint32_t w, shmsem_lease_t *lease);
+// A GRANTED lease becomes HELD_FAST under `proc` (the waiter's process
+// record) if it has one, else HELD.
+int finish_slot(shmsem_t *s, uint32_t w, uint32_t proc, shmsem_lease_t *lease);
 
 }  // namespace shmsem::detail
 

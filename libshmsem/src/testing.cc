@@ -5,6 +5,7 @@
 
 #include "handle.h"
 #include "lock.h"
+#include "tables.h"
 #include "testing_state.h"
 
 namespace shmsem::detail {
@@ -63,9 +64,11 @@ Census census(shmsem_t *s) {
   Census c{};
   LockGuard guard(s);
   for (uint32_t l = 0; l < s->permits; l++) {
-    switch (s->leases[l].state.load(std::memory_order_relaxed)) {
-      case kLeaseFree: c.free_leases++; break;
-      case kLeaseHeld: c.held++; break;
+    switch (lease_state(s->leases[l])) {
+      case kLeaseFree:
+      case kLeaseLoose: c.free_leases++; break;
+      case kLeaseHeld:
+      case kLeaseHeldFast: c.held++; break;
       case kLeaseReserved: c.reserved++; break;
     }
   }
@@ -88,9 +91,11 @@ int lease_owner_pid(shmsem_t *s, shmsem_lease_t lease) {
   if (lease.index >= s->permits) return -1;
   LockGuard guard(s);
   const LeaseRecord &r = s->leases[lease.index];
-  if (r.state.load(std::memory_order_relaxed) != kLeaseHeld ||
-      r.gen.load(std::memory_order_relaxed) != lease.gen)
-    return -1;
+  uint64_t w = r.word.load(std::memory_order_relaxed);
+  if (word_gen(w) != lease.gen) return -1;
+  if (word_state(w) == kLeaseHeldFast && word_proc(w) < s->max_procs)
+    return s->procs[word_proc(w)].owner.pid;
+  if (word_state(w) != kLeaseHeld) return -1;
   return r.owner.pid;
 }
 
@@ -99,9 +104,22 @@ int set_lease_owner(shmsem_t *s, shmsem_lease_t lease, int pid,
   if (lease.index >= s->permits) return -EINVAL;
   LockGuard guard(s);
   LeaseRecord &r = s->leases[lease.index];
-  if (r.state.load(std::memory_order_relaxed) != kLeaseHeld ||
-      r.gen.load(std::memory_order_relaxed) != lease.gen)
+  uint64_t w = r.word.load(std::memory_order_relaxed);
+  if (word_gen(w) != lease.gen) return -EINVAL;
+  if (word_state(w) == kLeaseHeldFast) {
+    // Lock it in as HELD under its process, so the owner can be rewritten.
+    r.owner = word_proc(w) < s->max_procs ? s->procs[word_proc(w)].owner
+                                          : Owner{};
+    if (!r.word.compare_exchange_strong(
+            w, lease_word(kLeaseHeld, kNoProc, lease.gen),
+            std::memory_order_acquire, std::memory_order_relaxed))
+      return -EINVAL;
+    used_add(s, s->core->n_used_leases, s->used_leases, s->permits,
+             lease.index, &r.used_pos);
+    counter_add(s->core->held, 1);
+  } else if (word_state(w) != kLeaseHeld) {
     return -EINVAL;
+  }
   r.owner.pid = pid;
   r.owner.start = start;
   r.owner.ino = ino;

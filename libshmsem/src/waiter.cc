@@ -3,6 +3,7 @@
 #include <errno.h>
 
 #include "clock.h"
+#include "fastpath.h"
 #include "futex.h"
 #include "hooks.h"
 #include "lock.h"
@@ -14,6 +15,9 @@ namespace shmsem::detail {
 int waiter_start(shmsem_t *s, bool may_queue, const Limit *limit, Waiter *w,
                  shmsem_lease_t *lease) {
   if (s->rdonly) return -EBADF;
+  // The lock-free path first: the lease this thread freed last, if it is
+  // still free and nobody is queued (fastpath.h).
+  if (fast_acquire(s, lease) == 0) return 0;
   // Learnt before the lock: the first time in a process (or thread) it
   // costs system calls; after that it is a copy. A wait belongs to the
   // thread that waits, so a slot names the thread too; a lease only the
@@ -27,21 +31,35 @@ int waiter_start(shmsem_t *s, bool may_queue, const Limit *limit, Waiter *w,
   Core *c = s->core;
   if (c->closed.load(std::memory_order_relaxed)) return -ESHUTDOWN;
 
-  // Fast path: a free permit and nobody queued (INV-NOBYPASS: while anyone
-  // waits, available is 0, so this test is the FIFO rule).
+  // A free permit and nobody queued (INV-NOBYPASS: while anyone waits, no
+  // lease is FREE or LOOSE, so this test is the FIFO rule).
   if (c->waiting.load(std::memory_order_relaxed) == 0) {
+    // Held under this process's record when it has one, so that its
+    // release (and this thread's next acquire) can be lock-free.
+    const uint32_t proc = self_proc(s);
+    uint64_t gen = 0;
     uint32_t l = lease_pop(s);
     if (l != kNone) {
       SHMSEM_HOOK(ACQUIRE_LEASE_POPPED);
       LeaseRecord &rec = s->leases[l];
-      rec.owner = process_of(me);
       rec.slot = kNone;
       rec.since_ns.store(coarse_ns(), std::memory_order_relaxed);
-      uint64_t gen = next_gen(rec.gen.load(std::memory_order_relaxed));
-      rec.gen.store(gen, std::memory_order_relaxed);
-      rec.state.store(kLeaseHeld, std::memory_order_release);  // commit
+      gen = next_gen(lease_gen(rec));
+      if (proc != kNoProc) {
+        lease_unlist(s, l);
+        rec.word.store(lease_word(kLeaseHeldFast, proc, gen),
+                       std::memory_order_release);  // commit
+      } else {
+        rec.owner = process_of(me);
+        lease_store(rec, kLeaseHeld, gen);  // commit
+        counter_add(c->held, 1);
+      }
       counter_add(c->available, -1);
-      counter_add(c->held, 1);
+    } else {
+      // None on the free list: one a lock-free release left in a lane.
+      l = take_any_loose(s, proc, me, &gen);
+    }
+    if (l != kNone) {
       record_wait(s, 0);
       SHMSEM_HOOK(ACQUIRE_COMMITTED);
       fill_token(s, l, gen, lease);
@@ -126,7 +144,8 @@ int complete(shmsem_t *s, const Waiter &w, int abandon_reason,
                                              : s->core->cancellations);
       r = abandon_reason;
     } else {
-      r = finish_slot(s, w.slot, lease);  // the grant (or other party) won
+      // The grant (or another party) won.
+      r = finish_slot(s, w.slot, self_proc(s), lease);
     }
     next_watcher = watcher_leave(s, w.slot);
   }

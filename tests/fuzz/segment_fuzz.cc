@@ -157,7 +157,10 @@ uint64_t val64(Reader &r) {
   const uint64_t table[] = {
       0, 1, ~uint64_t{0}, uint64_t{1} << 63, ~uint64_t{0} >> 1, now,
       now + 1'000'000'000ull, now - 1'000'000ull, g.nonce, kMagic,
-      0xffff'ffffull, uint64_t{1} << 32, 10'000'000'000ull};
+      0xffff'ffffull, uint64_t{1} << 32, 10'000'000'000ull,
+      lease_word(kLeaseLoose, 0, 1), lease_word(kLeaseHeldFast, 0, 1),
+      lease_word(kLeaseFree, kNoProc, 0), lease_word(kLeaseHeld, kNoProc, 1),
+      lease_word(kLeaseHeldFast, kMaxProcs, 2)};
   constexpr size_t n = sizeof table / sizeof table[0];
   return i < n ? table[i] : r.u64();
 }
@@ -329,7 +332,7 @@ void op_release_token(Reader &r) {
     // The record's current generation: a token that looks right.
     const auto *rec = reinterpret_cast<const LeaseRecord *>(
         g.map + g.geo.lease_off + (l.index % g.permits) * sizeof(LeaseRecord));
-    l.gen = rec->gen.load(std::memory_order_relaxed);
+    l.gen = word_gen(rec->word.load(std::memory_order_relaxed));
   }
   if (what & 32) l.__reserved = index | 1;
   shmsem_release(g.s, &l);
@@ -503,7 +506,8 @@ constexpr size_t kMaxFile = 64 * 1024;  // > geometry(kMaxPermits, kMaxWaiters)
 static_assert(kMaxFile >= sizeof(Header) + kCoreOff + sizeof(Core) +
                               kMaxPermits * sizeof(LeaseRecord) +
                               kMaxWaiters * sizeof(WaiterSlot) +
-                              (kMaxPermits + kMaxWaiters) * sizeof(uint32_t));
+                              (kMaxPermits + kMaxWaiters) * sizeof(uint32_t) +
+                              kMinProcs * sizeof(ProcRecord));
 
 bool open_file() {
   if (g.fd >= 0) return true;

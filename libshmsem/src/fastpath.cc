@@ -1,0 +1,298 @@
+// The lock-free path. See fastpath.h and docs/DESIGN.md section 11.
+#include "fastpath.h"
+
+#include <errno.h>
+
+#include <algorithm>
+
+#include "clock.h"
+#include "futex.h"
+#include "hooks.h"
+#include "lock.h"
+#include "owner.h"
+#include "tables.h"
+
+namespace shmsem::detail {
+namespace {
+
+// --- lanes: a small index per thread, process-local ----------------------------
+// Bits 0..kLanes-1: lanes taken by live threads of the process whose pid is
+// in the upper half. A child of fork() finds another pid there and starts
+// afresh (its threads other than the forking one do not exist).
+std::atomic<uint64_t> g_lanes{0};
+
+struct LaneCache {
+  int32_t pid;   // the process this lane was taken in (0: none yet)
+  int32_t lane;  // -1: none was free
+};
+// initial-exec: no __tls_get_addr call on the fast path.
+__attribute__((tls_model("initial-exec"))) thread_local LaneCache t_lane;
+
+// Gives the lane back when its thread exits (a thread_local destructor
+// runs at any thread exit, pthread_exit and cancellation included).
+struct LaneRelease {
+  int32_t pid = 0;
+  int32_t lane = -1;
+  ~LaneRelease() {
+    if (lane < 0) return;
+    uint64_t v = g_lanes.load(std::memory_order_relaxed);
+    for (;;) {
+      if (int32_t(v >> 32) != pid) return;  // a child's: not ours to free
+      uint64_t nv = v & ~(uint64_t{1} << lane);
+      if (g_lanes.compare_exchange_weak(v, nv, std::memory_order_relaxed))
+        return;
+    }
+  }
+};
+thread_local LaneRelease t_lane_release;
+
+int take_lane(int32_t pid) {
+  uint64_t v = g_lanes.load(std::memory_order_relaxed);
+  for (;;) {
+    uint64_t bits = int32_t(v >> 32) == pid ? v & 0xffff'ffffu : 0;
+    int lane = -1;
+    for (uint32_t i = 0; i < kLanes; i++)
+      if (!(bits & (uint64_t{1} << i))) {
+        lane = int(i);
+        break;
+      }
+    if (lane < 0) return -1;
+    uint64_t nv = uint64_t(uint32_t(pid)) << 32 | bits | uint64_t{1} << lane;
+    if (g_lanes.compare_exchange_weak(v, nv, std::memory_order_relaxed))
+      return lane;
+  }
+}
+
+// This thread's lane, or -1 (more than kLanes threads of this process use
+// the lock-free path: the others take the locked path).
+inline int self_lane(int32_t pid) {
+  if (__builtin_expect(t_lane.pid == pid, 1)) return t_lane.lane;
+  int lane = take_lane(pid);
+  t_lane.pid = pid;
+  t_lane.lane = lane;
+  t_lane_release.pid = pid;
+  t_lane_release.lane = lane;
+  return lane;
+}
+
+struct Fast {
+  uint32_t proc;
+  Lane *lane;
+};
+
+// The calling thread's process record and lane in `s`, if it has both.
+inline bool fast_ctx(shmsem_t *s, Fast *f) {
+  const int32_t pid = self_pid();
+  // The handle is ours (process memory): fast_proc was checked when set.
+  if (s->fast_pid.load(std::memory_order_acquire) != pid) return false;
+  uint32_t p = s->fast_proc.load(std::memory_order_relaxed);
+  if (p >= s->max_procs) return false;
+  int lane = self_lane(pid);
+  if (lane < 0) return false;
+  f->proc = p;
+  f->lane = &s->procs[p].lanes[lane];
+  return true;
+}
+
+bool same_process(const Owner &a, const Owner &b) {
+  return a.pid == b.pid && a.start == b.start && a.ino == b.ino;
+}
+
+// Dekker with the waiter (acquire.cc), as release.cc does.
+void wake_granted(shmsem_t *s, uint32_t w) {
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (s->slots[w].sleeping.load(std::memory_order_relaxed))
+    futex_wake(&s->slots[w].word, 1);
+}
+
+// The releaser saw the gate open after freeing lease `l`: the head waiter
+// gets it, unless someone took it meanwhile (the sweep of whoever opened
+// the gate, or an acquire that read the gate before it opened).
+void hand_loose(shmsem_t *s, uint32_t l) {
+  uint32_t wake = kNone;
+  {
+    LockGuard guard(s);
+    SHMSEM_HOOK(FAST_HANDOFF_LOCKED);
+    if (s->core->waiting.load(std::memory_order_relaxed) == 0) return;
+    uint64_t w = s->leases[l].word.load(std::memory_order_relaxed);
+    bool taken;
+    if (word_state(w) == kLeaseLoose) wake = pass_loose(s, l, w, &taken);
+  }
+  if (wake != kNone) wake_granted(s, wake);
+}
+
+}  // namespace
+
+int fast_acquire(shmsem_t *s, shmsem_lease_t *lease) {
+  Fast f;
+  if (!fast_ctx(s, &f)) return 1;
+  const uint32_t l = f.lane->loose.load(std::memory_order_relaxed);
+  if (l >= s->permits) return 1;
+  LeaseRecord &rec = s->leases[l];
+  uint64_t w = rec.word.load(std::memory_order_acquire);
+  if (word_state(w) != kLeaseLoose) return 1;
+  // FIFO: between the load above and the CAS below the lease stays LOOSE at
+  // this generation (every grant changes it), so it was free when the gate
+  // read shut: the acquire takes effect at this load, before any waiter
+  // that opens the gate later.
+  if (s->core->gate.load(std::memory_order_acquire) != 0) return 1;
+  SHMSEM_HOOK(FAST_ACQUIRE_READ);
+  const uint64_t gen = next_gen(word_gen(w));
+  // Commit. Acquire: pairs with the release CAS that freed it, so the
+  // previous holder's critical section happens-before ours.
+  if (!rec.word.compare_exchange_strong(
+          w, lease_word(kLeaseHeldFast, f.proc, gen),
+          std::memory_order_acquire, std::memory_order_relaxed))
+    return 1;
+  SHMSEM_HOOK(FAST_ACQUIRE_TAKEN);
+  rec.since_ns.store(coarse_ns(), std::memory_order_relaxed);
+  f.lane->acquisitions.store(
+      f.lane->acquisitions.load(std::memory_order_relaxed) + 1,
+      std::memory_order_relaxed);
+  fill_token(s, l, gen, lease);
+  return 0;
+}
+
+int fast_release(shmsem_t *s, const shmsem_lease_t *lease) {
+  // Someone queued: the permit goes to the head, under the lock.
+  if (s->core->gate.load(std::memory_order_relaxed) & kGateQueued) return 1;
+  Fast f;
+  if (!fast_ctx(s, &f)) return 1;
+  const uint32_t l = lease->index;
+  LeaseRecord &rec = s->leases[l];
+  uint64_t w = rec.word.load(std::memory_order_relaxed);
+  if (word_state(w) != kLeaseHeldFast || word_gen(w) != lease->gen) return 1;
+  // The lane names one LOOSE lease at most, so that every LOOSE lease is
+  // named by a lane of its process (what the sweeps find).
+  const uint32_t old = f.lane->loose.load(std::memory_order_relaxed);
+  if (old != l && old < s->permits &&
+      lease_state(s->leases[old]) == kLeaseLoose)
+    return 1;
+  // Named before it is freed: a releaser killed after the CAS leaves a
+  // LOOSE lease its lane names, never an unnamed free one.
+  f.lane->loose.store(l, std::memory_order_relaxed);
+  SHMSEM_HOOK(FAST_RELEASE_NAMED);
+  // Commit, exactly once: the CAS checks the token's generation and the
+  // state in one word. Release: the critical section happens-before the
+  // next holder's acquire CAS.
+  if (!rec.word.compare_exchange_strong(
+          w, lease_word(kLeaseLoose, f.proc, word_gen(w)),
+          std::memory_order_release, std::memory_order_relaxed))
+    return 1;
+  SHMSEM_HOOK(FAST_RELEASE_FREED);
+  // Dekker with whoever opens the gate (unlock(): gate store, fence, sweep
+  // of the lanes): either that sweep sees this lease LOOSE, or this load
+  // sees the gate open and the lease goes to the head from here.
+  fence_after_rmw();
+  if (s->core->gate.load(std::memory_order_relaxed) & kGateQueued)
+    hand_loose(s, l);
+  return 0;
+}
+
+uint32_t self_proc(shmsem_t *s) {
+  const Owner me = self_owner();
+  if (s->fast_pid.load(std::memory_order_relaxed) == me.pid)
+    return s->fast_proc.load(std::memory_order_relaxed);
+  Core *c = s->core;
+  uint32_t found = kNoProc, free_rec = kNoProc;
+  for (uint32_t p = 0; p < s->max_procs; p++) {
+    uint32_t st = s->procs[p].state.load(std::memory_order_relaxed);
+    if (st == kProcUsed && same_process(s->procs[p].owner, me)) {
+      found = p;  // ours already: exec'ed, or opened again
+      break;
+    }
+    if (st != kProcUsed && free_rec == kNoProc) free_rec = p;
+    if (p >= c->procs_hwm.load(std::memory_order_relaxed) &&
+        free_rec != kNoProc)
+      break;  // none in use beyond the mark
+  }
+  if (found == kNoProc && free_rec != kNoProc) {
+    ProcRecord &pr = s->procs[free_rec];
+    pr.owner = me;
+    for (Lane &ln : pr.lanes) {
+      ln.loose.store(kNone, std::memory_order_relaxed);
+      ln.acquisitions.store(0, std::memory_order_relaxed);
+    }
+    SHMSEM_HOOK(PROC_NAMED);
+    pr.state.store(kProcUsed, std::memory_order_release);  // commit
+    if (c->procs_hwm.load(std::memory_order_relaxed) <= free_rec)
+      c->procs_hwm.store(free_rec + 1, std::memory_order_relaxed);
+    found = free_rec;
+  }
+  s->fast_proc.store(found, std::memory_order_relaxed);
+  s->fast_pid.store(me.pid, std::memory_order_release);
+  return found;
+}
+
+uint32_t pass_loose(shmsem_t *s, uint32_t l, uint64_t w, bool *taken) {
+  LeaseRecord &rec = s->leases[l];
+  // Ours for the instant: a crash before pass_permit's commit leaves a HELD
+  // lease of this (dead) process, which reclamation passes on.
+  rec.owner = self_owner();
+  *taken = rec.word.compare_exchange_strong(
+      w, lease_word(kLeaseHeld, kNoProc, word_gen(w)),
+      std::memory_order_acquire, std::memory_order_relaxed);
+  if (!*taken) return kNone;
+  used_add(s, s->core->n_used_leases, s->used_leases, s->permits, l,
+           &rec.used_pos);
+  return pass_permit(s, l);
+}
+
+uint32_t take_any_loose(shmsem_t *s, uint32_t proc, const Owner &me,
+                        uint64_t *gen) {
+  uint32_t hwm = std::min(s->core->procs_hwm.load(std::memory_order_relaxed),
+                          s->max_procs);
+  for (uint32_t p = 0; p < hwm; p++) {
+    if (s->procs[p].state.load(std::memory_order_relaxed) != kProcUsed)
+      continue;
+    for (Lane &ln : s->procs[p].lanes) {
+      uint32_t l = ln.loose.load(std::memory_order_relaxed);
+      if (l >= s->permits) continue;
+      LeaseRecord &rec = s->leases[l];
+      uint64_t w = rec.word.load(std::memory_order_relaxed);
+      if (word_state(w) != kLeaseLoose) continue;
+      uint64_t g = next_gen(word_gen(w));
+      if (proc == kNoProc) rec.owner = process_of(me);
+      uint64_t nw = lease_word(proc == kNoProc ? kLeaseHeld : kLeaseHeldFast,
+                               proc, g);
+      if (!rec.word.compare_exchange_strong(w, nw, std::memory_order_acquire,
+                                            std::memory_order_relaxed))
+        continue;
+      if (proc == kNoProc) {
+        used_add(s, s->core->n_used_leases, s->used_leases, s->permits, l,
+                 &rec.used_pos);
+        counter_add(s->core->held, 1);
+      }
+      rec.since_ns.store(coarse_ns(), std::memory_order_relaxed);
+      *gen = g;
+      return l;
+    }
+  }
+  return kNone;
+}
+
+int sweep_loose(shmsem_t *s) {
+  Core *c = s->core;
+  int n = 0;
+  uint32_t hwm = std::min(c->procs_hwm.load(std::memory_order_relaxed),
+                          s->max_procs);
+  for (uint32_t p = 0; p < hwm && c->head != kNone; p++) {
+    if (s->procs[p].state.load(std::memory_order_relaxed) != kProcUsed)
+      continue;
+    for (Lane &ln : s->procs[p].lanes) {
+      if (c->head == kNone) break;
+      uint32_t l = ln.loose.load(std::memory_order_relaxed);
+      if (l >= s->permits) continue;
+      uint64_t w = s->leases[l].word.load(std::memory_order_relaxed);
+      if (word_state(w) != kLeaseLoose) continue;
+      bool taken;
+      uint32_t g = pass_loose(s, l, w, &taken);
+      n += taken;
+      // Under the lock: rare (a release crossed the opening of the gate).
+      if (g != kNone) futex_wake(&s->slots[g].word, 1);
+    }
+  }
+  return n;
+}
+
+}  // namespace shmsem::detail

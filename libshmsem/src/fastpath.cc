@@ -21,13 +21,6 @@ namespace {
 // afresh (its threads other than the forking one do not exist).
 std::atomic<uint64_t> g_lanes{0};
 
-struct LaneCache {
-  int32_t pid;   // the process this lane was taken in (0: none yet)
-  int32_t lane;  // -1: none was free
-};
-// initial-exec: no __tls_get_addr call on the fast path.
-__attribute__((tls_model("initial-exec"))) thread_local LaneCache t_lane;
-
 // Gives the lane back when its thread exits (a thread_local destructor
 // runs at any thread exit, pthread_exit and cancellation included).
 struct LaneRelease {
@@ -63,40 +56,15 @@ int take_lane(int32_t pid) {
   }
 }
 
-// This thread's lane, or -1 (more than kLanes threads of this process use
-// the lock-free path: the others take the locked path).
-inline int self_lane(int32_t pid) {
-  if (__builtin_expect(t_lane.pid == pid, 1)) return t_lane.lane;
-  int lane = take_lane(pid);
-  t_lane.pid = pid;
-  t_lane.lane = lane;
-  t_lane_release.pid = pid;
-  t_lane_release.lane = lane;
-  return lane;
-}
-
-struct Fast {
-  uint32_t proc;
-  Lane *lane;
-};
-
-// The calling thread's process record and lane in `s`, if it has both.
-inline bool fast_ctx(shmsem_t *s, Fast *f) {
-  const int32_t pid = self_pid();
-  // The handle is ours (process memory): fast_proc was checked when set.
-  if (s->fast_pid.load(std::memory_order_acquire) != pid) return false;
-  uint32_t p = s->fast_proc.load(std::memory_order_relaxed);
-  if (p >= s->max_procs) return false;
-  int lane = self_lane(pid);
-  if (lane < 0) return false;
-  f->proc = p;
-  f->lane = &s->procs[p].lanes[lane];
-  return true;
-}
-
 bool same_process(const Owner &a, const Owner &b) {
   return a.pid == b.pid && a.start == b.start && a.ino == b.ino;
 }
+
+}  // namespace
+
+__thread LaneCache t_lane;
+
+namespace {
 
 // Dekker with the waiter (acquire.cc), as release.cc does.
 void wake_granted(shmsem_t *s, uint32_t w) {
@@ -104,6 +72,8 @@ void wake_granted(shmsem_t *s, uint32_t w) {
   if (s->slots[w].sleeping.load(std::memory_order_relaxed))
     futex_wake(&s->slots[w].word, 1);
 }
+
+}  // namespace
 
 // The releaser saw the gate open after freeing lease `l`: the head waiter
 // gets it, unless someone took it meanwhile (the sweep of whoever opened
@@ -121,72 +91,13 @@ void hand_loose(shmsem_t *s, uint32_t l) {
   if (wake != kNone) wake_granted(s, wake);
 }
 
-}  // namespace
-
-int fast_acquire(shmsem_t *s, shmsem_lease_t *lease) {
-  Fast f;
-  if (!fast_ctx(s, &f)) return 1;
-  const uint32_t l = f.lane->loose.load(std::memory_order_relaxed);
-  if (l >= s->permits) return 1;
-  LeaseRecord &rec = s->leases[l];
-  uint64_t w = rec.word.load(std::memory_order_acquire);
-  if (word_state(w) != kLeaseLoose) return 1;
-  // FIFO: between the load above and the CAS below the lease stays LOOSE at
-  // this generation (every grant changes it), so it was free when the gate
-  // read shut: the acquire takes effect at this load, before any waiter
-  // that opens the gate later.
-  if (s->core->gate.load(std::memory_order_acquire) != 0) return 1;
-  SHMSEM_HOOK(FAST_ACQUIRE_READ);
-  const uint64_t gen = next_gen(word_gen(w));
-  // Commit. Acquire: pairs with the release CAS that freed it, so the
-  // previous holder's critical section happens-before ours.
-  if (!rec.word.compare_exchange_strong(
-          w, lease_word(kLeaseHeldFast, f.proc, gen),
-          std::memory_order_acquire, std::memory_order_relaxed))
-    return 1;
-  SHMSEM_HOOK(FAST_ACQUIRE_TAKEN);
-  rec.since_ns.store(coarse_ns(), std::memory_order_relaxed);
-  f.lane->acquisitions.store(
-      f.lane->acquisitions.load(std::memory_order_relaxed) + 1,
-      std::memory_order_relaxed);
-  fill_token(s, l, gen, lease);
-  return 0;
-}
-
-int fast_release(shmsem_t *s, const shmsem_lease_t *lease) {
-  // Someone queued: the permit goes to the head, under the lock.
-  if (s->core->gate.load(std::memory_order_relaxed) & kGateQueued) return 1;
-  Fast f;
-  if (!fast_ctx(s, &f)) return 1;
-  const uint32_t l = lease->index;
-  LeaseRecord &rec = s->leases[l];
-  uint64_t w = rec.word.load(std::memory_order_relaxed);
-  if (word_state(w) != kLeaseHeldFast || word_gen(w) != lease->gen) return 1;
-  // The lane names one LOOSE lease at most, so that every LOOSE lease is
-  // named by a lane of its process (what the sweeps find).
-  const uint32_t old = f.lane->loose.load(std::memory_order_relaxed);
-  if (old != l && old < s->permits &&
-      lease_state(s->leases[old]) == kLeaseLoose)
-    return 1;
-  // Named before it is freed: a releaser killed after the CAS leaves a
-  // LOOSE lease its lane names, never an unnamed free one.
-  f.lane->loose.store(l, std::memory_order_relaxed);
-  SHMSEM_HOOK(FAST_RELEASE_NAMED);
-  // Commit, exactly once: the CAS checks the token's generation and the
-  // state in one word. Release: the critical section happens-before the
-  // next holder's acquire CAS.
-  if (!rec.word.compare_exchange_strong(
-          w, lease_word(kLeaseLoose, f.proc, word_gen(w)),
-          std::memory_order_release, std::memory_order_relaxed))
-    return 1;
-  SHMSEM_HOOK(FAST_RELEASE_FREED);
-  // Dekker with whoever opens the gate (unlock(): gate store, fence, sweep
-  // of the lanes): either that sweep sees this lease LOOSE, or this load
-  // sees the gate open and the lease goes to the head from here.
-  fence_after_rmw();
-  if (s->core->gate.load(std::memory_order_relaxed) & kGateQueued)
-    hand_loose(s, l);
-  return 0;
+int take_lane_slow(int32_t pid) {
+  int lane = take_lane(pid);
+  t_lane.pid = pid;
+  t_lane.lane = lane;
+  t_lane_release.pid = pid;
+  t_lane_release.lane = lane;
+  return lane;
 }
 
 uint32_t self_proc(shmsem_t *s) {

@@ -109,6 +109,7 @@ class GlibcSem {
   void release(uint64_t) {
     if (sem_post(sem_) != 0) die("sem_post", errno);
   }
+  sem_t *raw() { return sem_; }
 
  private:
   sem_t *sem_ = nullptr;

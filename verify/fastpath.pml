@@ -76,42 +76,46 @@
 
 /* ---- shared segment ---------------------------------------------------- */
 /* the lease word, state | proc | gen, and the record's other fields */
-byte lst[N];        /* word_state */
+byte lst[N] = LFREE; /* word_state */
 byte lpr[N];        /* word_proc: the process record (= process id), 0 = kNoProc */
 byte lgen[N];       /* word_gen */
 byte lown[N];       /* rec.owner (meaningful when HELD): a process id */
-byte lslot[N];      /* rec.slot (RESERVED) */
+byte lslot[N] = NONE; /* rec.slot (RESERVED) */
 /* waiter slots */
-byte sword[W];
-byte slease[W];
+byte sword[W] = SFREE;
+byte slease[W] = NONE;
 byte sowner[W];
 byte sticket[W];
 /* core (derived, rebuilt by repair, except next_ticket) */
-byte q[W];          /* the queue, head first */
+byte q[W] = NONE;   /* the queue, head first */
 byte qlen;          /* core.waiting */
-byte avail;
+byte avail = N;
 byte held;
 byte reserved;
-byte next_ticket;
+byte next_ticket = 1;
 bool gate;          /* core.gate & kGateQueued (no shutdown here) */
 /* process records: bit p of `used` = procs[p].state == USED; one lane each */
-byte used;
-byte lane[NPROCS + 1];  /* procs[p].lanes[0].loose: a lease index or NONE */
+byte used = (1 << (NPROCS + 1)) - 2;  /* all registered (self_proc) */
+byte lane[NPROCS + 1] = NONE;  /* procs[p].lanes[0].loose: a lease index or NONE */
 
 /* ---- the lock and the world around it ------------------------------------ */
 byte lk;            /* holder of the lock during unlock()'s sweep, else 0 */
 bool lock_dirty;    /* the lock word names a holder that died holding it */
 byte deadmask;      /* bit p: process p has died */
-byte budget;        /* crashes still allowed; init sets it to 0 at any time */
+byte budget = MAXCRASH;  /* crashes still allowed; init sets it to 0 at any time */
 byte finished;
 
 /* ---- ghosts ---------------------------------------------------------------- */
 byte vis;           /* bit w: slot w WAITING and visibly queued (it was
                      * WAITING at an unlock since it last became WAITING) */
-byte tok_l[NPROCS + 1];  /* the lease each process believes it holds */
-byte tok_g[NPROCS + 1];
-byte rel_l[NPROCS + 1];  /* the token a process is releasing right now */
-byte rel_g[NPROCS + 1];
+byte tok_l[NPROCS + 2] = NONE;  /* the lease each process believes it holds */
+byte tok_g[NPROCS + 2];
+byte rel_l[NPROCS + 2] = NONE;  /* the token a process is releasing right now */
+byte rel_g[NPROCS + 2];
+#ifdef HOLD2
+byte tok2_l = NONE;      /* process 1's first lease while it takes a second */
+byte tok2_g;
+#endif
 #ifdef RACE
 byte rtok_l = NONE; /* process 1's first token, handed to the racer */
 byte rtok_g;
@@ -465,19 +469,19 @@ inline unlock_body() {
 #define SWEEP_UNLOCK \
 	if \
 	:: op -> \
-		k = 1; \
+		sk = 1; \
 		do \
-		:: atomic { k <= NPROCS && qlen > 0 -> \
+		:: atomic { sk <= NPROCS && qlen > 0 -> \
 			CP; \
 			if \
-			:: USED(k) && lane[k] != NONE && lst[lane[k]] == LLOOSE -> \
-				pl2 = lane[k]; pass_loose(pl2); pl2 = 0 \
+			:: USED(sk) && lane[sk] != NONE && lst[lane[sk]] == LLOOSE -> \
+				pl2 = lane[sk]; pass_loose(pl2); pl2 = 0 \
 			:: else \
 			fi; \
-			k++ } \
-		:: atomic { k > NPROCS || qlen == 0 -> \
+			sk++ } \
+		:: atomic { sk > NPROCS || qlen == 0 -> \
 			CP; \
-			gate = (qlen > 0); unlocked(); op = false; k = 0; break } \
+			gate = (qlen > 0); unlocked(); op = false; sk = 0; break } \
 		od \
 	:: else \
 	fi
@@ -501,7 +505,20 @@ inline unlock_body() {
 #error "NPROCS must be 2..4"
 #endif
 /* process p believes it holds lease l (at its gen), or someone releases it */
-#define BELIEF(p, l) ((tok_l[p] == (l) && tok_g[p] == lgen[l]) || INFLIGHT(l))
+#ifdef HOLD2
+#define BELIEF2(p, l) ((p) == 1 && tok2_l == (l) && tok2_g == lgen[l])
+#define INVT2 (tok2_l == NONE || DEADP(1) || \
+	(lgen[tok2_l] == tok2_g && \
+	 ((lst[tok2_l] == LFAST && lpr[tok2_l] == 1) || \
+	  (lst[tok2_l] == LHELD && lown[tok2_l] == 1))))
+#define BEL2 ((tok2_l != NONE && !DEADP(1)) -> 1 : 0)
+#else
+#define BELIEF2(p, l) false
+#define INVT2 true
+#define BEL2 0
+#endif
+#define BELIEF(p, l) ((tok_l[p] == (l) && tok_g[p] == lgen[l]) || BELIEF2(p, l) || \
+                      INFLIGHT(l))
 /* INV-ATTRIB and INV-LOOSE for lease l: every lease is in one valid state;
  * a held lease (HELD: by lown; HELD_FAST: by process record lpr, in use)
  * belongs to a dead process or to a live one whose token names it at its
@@ -543,7 +560,14 @@ inline unlock_body() {
  * and INV-NOBYPASS (no FREE lease while anyone is queued) */
 #define FREEINV (lk != 0 || lock_dirty || \
                  (gate == (qlen > 0) && (qlen == 0 || NOFREE)))
-#define INV (INVLS && INVTS && NBEL <= N && FREEINV)
+#define INV (INVLS && INVTS && INVT2 && NBEL + BEL2 <= N && FREEINV)
+
+/* INV in every state: this process can move only in a state where INV
+ * fails (it adds no states; at its end label it is a valid end state, so
+ * SPIN still reports every other process blocked as an invalid end state). */
+active proctype Monitor() {
+end:	atomic { !(INV) -> assert(false) }
+}
 
 /* ---- one process ----------------------------------------------------------------- */
 /* fast_acquire(), one step per load and the CAS. fmax: the highest ticket
@@ -722,6 +746,12 @@ inline release() {
 		:: tok_l[me] == tl && tok_g[me] == tg -> tok_l[me] = NONE; tok_g[me] = 0
 		:: else
 		fi;
+#ifdef HOLD2
+		if
+		:: me == 1 && tok2_l == tl && tok2_g == tg -> tok2_l = NONE; tok2_g = 0
+		:: else
+		fi;
+#endif
 		res = 2;                            /* not yet known */
 		fast = !gate                        /* the gate: QUEUED -> locked path */
 	};
@@ -915,12 +945,9 @@ inline reclaim_cs() {
 	sweep_all()
 }
 
-#define PASS \
-	atomic { lk == 0 && PASS_DUE -> LOCK; reclaim_cs(); unlock_body() }; \
-	SWEEP_UNLOCK
 
 proctype P(byte me) {
-	byte ops, r, s, l, w, i, j, k, pk, mask, pl2;
+	byte ops, r, s, l, w, i, j, k, sk, pk, mask, pl2;
 	byte wst, wpr, wg, fmax, tl, tg, res;
 	bool fast, op, hl;
 #ifdef HOLD2
@@ -947,7 +974,10 @@ again:
 			            LOCK; finish_slot(); unlock_body() };
 			   SWEEP_UNLOCK;
 			   break
-			:: sword[s] == SWAIT -> PASS     /* the watcher's pass */
+			:: atomic { sword[s] == SWAIT && lk == 0 && PASS_DUE ->
+			            /* the watcher's pass: reclaim() */
+			            LOCK; reclaim_cs(); unlock_body() };
+			   SWEEP_UNLOCK
 			:: DIE
 			od;
 			s = 0
@@ -958,8 +988,11 @@ again:
 		if
 		:: me == 1 && ops == 1 && tl2 == 0 && tg2 == 0 ->
 			/* process 1 holds two leases: the first one's token aside */
-			tl2 = tok_l[me]; tg2 = tok_g[me] + 1;   /* +1: 0 means none */
-			tok_l[me] = NONE; tok_g[me] = 0;
+			atomic {
+				tl2 = tok_l[me]; tg2 = tok_g[me];   /* (a gen is never 0) */
+				tok2_l = tl2; tok2_g = tg2;
+				tok_l[me] = NONE; tok_g[me] = 0
+			};
 			r = 0;
 			goto again
 		:: else
@@ -973,7 +1006,6 @@ again:
 		fi;
 #endif
 		release();
-		assert(res == 0 || (res == 1 && !(tl == rtok_l && tg == rtok_g)) == false || true);
 #ifdef DOUBLE_RELEASE
 		release();
 		assert(res == 1);                   /* -EALREADY */
@@ -981,7 +1013,7 @@ again:
 #ifdef HOLD2
 		if
 		:: tg2 != 0 ->
-			tl = tl2; tg = tg2 - 1; tl2 = 0; tg2 = 0;
+			tl = tl2; tg = tg2; tl2 = 0; tg2 = 0;
 			release()
 		:: else
 		fi;
@@ -999,7 +1031,13 @@ die:
 		:: else
 		fi;
 #endif
-		ops = 0; r = 0; s = 0; l = 0; w = 0; i = 0; j = 0; k = 0; pk = 0;
+#ifdef HOLD2
+		if
+		:: me == 1 -> tok2_l = NONE; tok2_g = 0
+		:: else
+		fi;
+#endif
+		ops = 0; r = 0; s = 0; l = 0; w = 0; i = 0; j = 0; k = 0; sk = 0; pk = 0;
 		mask = 0; pl2 = 0; wst = 0; wpr = 0; wg = 0; fmax = 0; tl = 0; tg = 0;
 		res = 0; fast = false; op = false; hl = false
 #ifdef HOLD2
@@ -1015,7 +1053,7 @@ gone:
  * releases it while process 1 does (the same token, both through
  * shmsem_release(): "released exactly once, by any process"). */
 proctype Racer(byte me) {
-	byte r, s, l, w, i, j, k, pk, mask, pl2;
+	byte r, s, l, w, i, j, k, sk, pk, mask, pl2;
 	byte wst, wpr, wg, tl, tg, res;
 	bool fast, op, hl;
 	rtok_l != NONE;
@@ -1029,7 +1067,7 @@ proctype Racer(byte me) {
 die:
 	atomic {
 		rel_l[me] = NONE; rel_g[me] = 0;
-		r = 0; s = 0; l = 0; w = 0; i = 0; j = 0; k = 0; pk = 0; mask = 0;
+		r = 0; s = 0; l = 0; w = 0; i = 0; j = 0; k = 0; sk = 0; pk = 0; mask = 0;
 		pl2 = 0; wst = 0; wpr = 0; wg = 0; tl = 0; tg = 0; res = 0;
 		fast = false; op = false; hl = false
 	};
@@ -1080,31 +1118,6 @@ done:
 init {
 	byte x;
 	atomic {
-		x = 0;
-		do
-		:: x < N -> lst[x] = LFREE; lslot[x] = NONE; x++
-		:: else -> break
-		od;
-		x = 0;
-		do
-		:: x < W -> sword[x] = SFREE; slease[x] = NONE; q[x] = NONE; x++
-		:: else -> break
-		od;
-		x = 0;
-		do
-		:: x <= NPROCS ->
-			tok_l[x] = NONE; rel_l[x] = NONE; lane[x] = NONE;
-			if
-			:: x > 0 -> used = used | (1 << x)  /* registered (self_proc) */
-			:: else
-			fi;
-			x++
-		:: else -> break
-		od;
-		x = 0;
-		avail = N;
-		next_ticket = 1;
-		budget = MAXCRASH;
 		x = 1;
 		do
 		:: x <= NP -> run P(x); x++
@@ -1122,6 +1135,4 @@ init {
 
 #ifdef LTL_TERMINATES
 ltl terminates { <> (finished == NPROCS) }
-#else
-ltl inv { [] INV }
 #endif

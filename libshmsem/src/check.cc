@@ -57,9 +57,9 @@ int check_locked(shmsem_t *s, char *msg, size_t len) {
         // Reserved for a GRANTED slot, or for one whose owner left after
         // the grant (LEFT: the lease is passed on when the slot is freed).
         uint32_t w = s->leases[l].slot;
-        uint32_t word =
+        uint32_t sw =
             w < m ? s->slots[w].word.load(std::memory_order_relaxed) : 0;
-        if ((word != kSlotGranted && word != kSlotLeft) ||
+        if ((sw != kSlotGranted && sw != kSlotLeft) ||
             s->slots[w].lease != l)
           return fail(msg, len, "INV-GRANT: reserved lease without its slot");
         break;

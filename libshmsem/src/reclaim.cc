@@ -220,7 +220,7 @@ int reclaim_one(shmsem_t *s, const Candidate &cand,
     pr.state.store(kProcFree, std::memory_order_release);  // commit
     // (Not counted: a record of the process, not a permit or a wait.)
   } else {
-    LeaseRecord &rec = s->leases[cand.idx];
+    const LeaseRecord &rec = s->leases[cand.idx];
     if (lease_state(rec) != kLeaseHeld || !same(rec.owner, cand.owner))
       return 0;
     counter_add(c->held, -1);

@@ -98,8 +98,9 @@ typedef struct shmsem_handle shmsem_t;
  * freely, release it once. An all-zero lease is never valid. The token
  * names its semaphore (`sem`, drawn at random when the semaphore was
  * created): releasing it through another semaphore, or through a later
- * semaphore created under the same name, fails with -EINVAL. `gen` is 64
- * bits and never wraps in practice, so a stale token is always -EALREADY. */
+ * semaphore created under the same name, fails with -EINVAL. `gen` is 48
+ * bits (higher bits set: -EINVAL) and wraps only after 2.8e14 grants of one
+ * record, so a stale token is -EALREADY in practice. */
 typedef struct shmsem_lease {
 	uint64_t gen;        /* generation of the record when granted; 0 never valid */
 	uint64_t sem;        /* identity of the semaphore that granted it */
@@ -166,7 +167,9 @@ int shmsem_unlink(const char *name);
 
 /*
  * Take a permit, blocking (in FUTEX_WAIT, on this waiter's own word) until
- * one is granted. No system call when a permit is free and nobody waits.
+ * one is granted. No system call when a permit is free and nobody waits,
+ * and no lock either when the calling thread released that permit last
+ * (shmsem(7), "Without the lock").
  * Not interrupted by signals. A cancellation point while asleep (see above).
  * Errors: -ESHUTDOWN closed (before or while waiting); -EBUSY the wait
  * queue is full; -EBADF read-only handle; -EXDEV called from another PID
@@ -294,7 +297,8 @@ int shmsem_stat(shmsem_t *s, struct shmsem_stat *st);
 uint64_t shmsem_stat_wait_quantile(const struct shmsem_stat *st, double q);
 
 /*
- * Verify every invariant (INV-PERMITS, INV-QUEUE, INV-FREE, INV-NOBYPASS,
+ * Verify every invariant (INV-PERMITS, INV-LOOSE, INV-ATTRIB, INV-GATE,
+ * INV-PROCS, INV-QUEUE, INV-FREE, INV-NOBYPASS,
  * INV-GRANT, INV-CLOSED; see docs/DESIGN.md) by a full scan under the lock.
  * O(permits + max_waiters). Errors: -EUCLEAN an invariant is broken.
  */

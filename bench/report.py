@@ -40,6 +40,9 @@ SCENARIOS = {
     "BM_PairVsPermits": ("(f) pair vs permits N", "ns_per_pair", "lower", None, []),
     "BM_QueueHandoff": ("(f) pair with Q queued", "ns_per_pair", "lower", None,
                         ["mean_queued"]),
+    "BM_TryPair": ("(f2) try_acquire+release pair", "ns_per_pair", "lower", None, []),
+    "BM_PairVsProcesses": ("(f3) pair vs attached processes", "ns_per_pair", "lower",
+                           None, ["attached"]),
     "BM_ShmsemStat": ("(e) shmsem_stat, 4096 permits", "ns_per_stat", "lower", None, []),
 }
 
@@ -139,8 +142,13 @@ def main(path):
 
     print()
     print("Issue targets (measured ratios):")
-    print(f"- uncontended pair shmsem/sem_t (target <= 1.25x): "
+    print(f"- uncontended pair shmsem/sem_t (target <= 1.25x, aim 1.0x): "
           f"{r(get('BM_Uncontended', '', 'Shmsem'), get('BM_Uncontended', '', 'GlibcSem'))}")
+    print(f"- try_acquire pair shmsem/sem_trywait (target <= 1.25x): "
+          f"{r(get('BM_TryPair', '', 'Shmsem'), get('BM_TryPair', '', 'GlibcSem'))}")
+    vals = [get("BM_PairVsProcesses", f"procs:{n}", "Shmsem") for n in (1, 10, 100, 1000)]
+    print("- pair with 1, 10, 100, 1000 other processes attached (target: flat): "
+          + ", ".join(f"{fmt(v)} ({r(v, vals[0])})" for v in vals))
     for sc in ("same_core:0", "same_core:1"):
         print(f"- handoff p50 shmsem/raw_futex, {sc} (target <= 1.1x): "
               f"{r(get('BM_Handoff', sc, 'Shmsem'), get('BM_Handoff', sc, 'RawFutex'))}")

@@ -36,14 +36,16 @@ constexpr int kPoints = int(HookPoint::kCount);
 // alive (only a holder slower than 1 ms gets one) and a waiter leaving
 // without the lock (only past its limit while a stopped process holds the
 // lock), and the death watch by events (only after a period without a
-// grant). tests/create_test.cc, tests/lock_test.cc and
-// tests/deathwatch_test.cc cover them.
+// grant), and shmsem_check (never called by the victim). tests/create_test.cc,
+// tests/lock_test.cc, tests/deathwatch_test.cc and tests/fastpath_test.cc
+// cover them.
 bool is_create_point(int point) {
   switch (HookPoint(point)) {
     case HookPoint::LOCK_HOLDER_ALIVE:
     case HookPoint::WAIT_LEAVING:
     case HookPoint::WATCH_EVENTS_ARMED:
     case HookPoint::WATCH_DEATH_SEEN:
+    case HookPoint::CHECK_LEASE_READ:
     case HookPoint::CREATE_OPENED:
     case HookPoint::CREATE_SIZED:
     case HookPoint::CREATE_INITIALISED:

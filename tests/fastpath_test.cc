@@ -8,6 +8,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <pthread.h>
+
 #include <atomic>
 #include <random>
 #include <thread>
@@ -16,6 +18,7 @@
 #include "support/hook_gate.h"
 #include "support/process.h"
 #include "support/segment.h"
+#include "handle.h"
 #include "testing.h"
 
 namespace shmsem::test {
@@ -512,6 +515,118 @@ TEST(FastPath, ThreadsAndProcessesNeverExceedThePermits) {
   EXPECT_GT(b->grants.load(), 0);
   EXPECT_COUNTS(seg.get(), kPermits, 0, 0, 0);
   EXPECT_INVARIANTS(seg.get());
+}
+
+// A thread that calls the library after its lane was given back at thread
+// exit (from a pthread key's destructor, which glibc runs after the
+// thread_local destructors) has no lane any more: it takes the locked
+// path. Using the lane it had, it shared it with the next thread given that
+// lane, and the two could leave a free lease no lane names, a permit lost
+// (found by an adversarial test).
+struct KeyCtx {
+  shmsem_t *s;
+  std::atomic<int> locked{-1};
+  std::atomic<int> errors{0};
+};
+KeyCtx *g_key_ctx;
+
+void key_destructor(void *) {
+  KeyCtx *k = g_key_ctx;
+  g_locked = 0;
+  testing::set_hook(count_locked, nullptr);
+  for (int i = 0; i < 4; i++) {
+    shmsem_lease_t l;
+    if (shmsem_acquire(k->s, &l) || shmsem_release(k->s, &l)) k->errors++;
+  }
+  testing::set_hook(nullptr, nullptr);
+  k->locked = g_locked.load();
+}
+
+TEST(FastPath, LibraryCalledFromAThreadExitDestructorUsesNoLane) {
+  Segment seg(2);
+  KeyCtx k;
+  k.s = seg.get();
+  g_key_ctx = &k;
+  pthread_key_t key;
+  ASSERT_EQ(pthread_key_create(&key, key_destructor), 0);
+  std::thread t([&] {
+    shmsem_lease_t l;
+    ASSERT_EQ(shmsem_acquire(k.s, &l), 0);  // takes a lane
+    ASSERT_EQ(shmsem_release(k.s, &l), 0);
+    pthread_setspecific(key, &k);
+  });
+  t.join();
+  pthread_key_delete(key);
+  EXPECT_EQ(k.errors.load(), 0);
+  EXPECT_EQ(k.locked.load(), 8) << "every call after the lane was given back "
+                                   "takes the lock";
+  EXPECT_COUNTS(k.s, 2, 0, 0, 0);
+  EXPECT_INVARIANTS(k.s);
+}
+
+// shmsem_check runs under the lock while lock-free acquires and releases go
+// on: a LOOSE lease it read may be taken, and its lane moved to another
+// lease, before it looks at the lanes. Not a broken invariant.
+TEST(FastPath, CheckDuringLockFreeTrafficFindsNothingBroken) {
+  Segment seg(2);
+  shmsem_t *s = seg.get();
+  HookGate gate;
+  int read = gate.arm(HookPoint::CHECK_LEASE_READ, 3);
+  std::atomic<int> step{0};
+  std::thread worker([&] {
+    shmsem_lease_t a, b;
+    ASSERT_EQ(shmsem_acquire(s, &a), 0);
+    ASSERT_EQ(shmsem_acquire(s, &b), 0);
+    ASSERT_EQ(shmsem_release(s, &a), 0);  // a LOOSE, named by our lane
+    step = 1;
+    while (step.load() != 2) std::this_thread::yield();
+    ASSERT_EQ(shmsem_acquire(s, &a), 0);  // takes a back, lock-free
+    ASSERT_EQ(shmsem_release(s, &b), 0);  // the lane now names b
+    step = 3;
+    while (step.load() != 4) std::this_thread::yield();
+    ASSERT_EQ(shmsem_release(s, &a), 0);
+  });
+  ASSERT_TRUE(wait_until([&] { return step.load() == 1; }));
+  std::atomic<int> r{1};
+  std::thread checker([&] {
+    HookGate::tag_this_thread(3);
+    r = shmsem_check(s);
+  });
+  ASSERT_TRUE(gate.wait_arrived(read));  // read a's word LOOSE
+  step = 2;
+  ASSERT_TRUE(wait_until([&] { return step.load() == 3; }));
+  gate.resume(read);
+  checker.join();
+  EXPECT_EQ(r.load(), 0);
+  step = 4;
+  worker.join();
+  EXPECT_COUNTS(s, 2, 0, 0, 0);
+  EXPECT_INVARIANTS(s);
+}
+
+// A free lease that no lane names (a writer cleared the name) is found by
+// shmsem_check and given back by shmsem_recover.
+TEST(FastPath, RecoverGivesBackAFreeLeaseNoLaneNames) {
+  Segment seg(1);
+  shmsem_t *s = seg.get();
+  shmsem_lease_t l;
+  ASSERT_EQ(shmsem_acquire(s, &l), 0);
+  ASSERT_EQ(shmsem_release(s, &l), 0);  // LOOSE, named by our lane
+  uint32_t p = s->fast_proc.load();
+  ASSERT_LT(p, s->max_procs);
+  for (auto &ln : s->procs[p].lanes) ln.loose.store(detail::kNone);
+  EXPECT_EQ(shmsem_check(s), -EUCLEAN);
+  EXPECT_EQ(invariant_violation(s), "INV-LOOSE: free lease no lane names");
+  std::thread other([&] {
+    shmsem_lease_t x;
+    EXPECT_EQ(shmsem_try_acquire(s, &x), -EAGAIN) << "lost until recovered";
+  });
+  other.join();
+  EXPECT_EQ(shmsem_recover(s), 1);
+  EXPECT_INVARIANTS(s);
+  EXPECT_EQ(shmsem_try_acquire(s, &l), 0);
+  EXPECT_EQ(shmsem_release(s, &l), 0);
+  EXPECT_COUNTS(s, 1, 0, 0, 0);
 }
 
 }  // namespace

@@ -29,9 +29,11 @@
  *   DOUBLE_RELEASE  every release is followed by a second one (-EALREADY)
  *   LTL_TERMINATES  liveness, with pan -a -f (else: the safety invariant
  *              INV as a never claim, checked in every state)
+ *   FIX_LOOSE_GEN  proposed repair of finding F1 (MODEL.md): pass_loose()'s
+ *              CAS LOOSE -> HELD takes the next generation
  *   MUT_NO_OLD_CHECK, MUT_NO_GATE_SWEEP, MUT_NO_HANDOFF, MUT_ACQ_NO_GATE,
- *   MUT_NAME_AFTER  mutations (MODEL.md): each takes out one part of the
- *              protocol and must make some configuration fail
+ *   MUT_NAME_AFTER, MUT_LOCKED_STORE  mutations (MODEL.md): each takes out
+ *              one part of the protocol and must make some run fail
  */
 
 #ifndef N
@@ -116,12 +118,19 @@ byte rel_g[NPROCS + 2];
 byte tok2_l = NONE;      /* process 1's first lease while it takes a second */
 byte tok2_g;
 #endif
+byte owe[N];         /* ghost: the releaser whose CAS made lease l LOOSE and
+                     * that has not yet loaded the gate after it (or finished
+                     * hand_loose()); 0 once it has */
 #ifdef RACE
 byte rtok_l = NONE; /* process 1's first token, handed to the racer */
 byte rtok_g;
 byte rwins;         /* releases of that token that returned 0 */
 #define DEADTOK 254 /* process 1 died before it had a token to hand over */
 #endif
+
+/* scratch of the critical sections and loops: used only inside one atomic
+ * step, 0 between steps (so they cost no states), hence shared */
+byte i, j, k, pk, mask, w, pl2;
 
 #define DEADP(p)   ((((deadmask) >> (p)) & 1) == 1)
 #define USED(p)    ((((used) >> (p)) & 1) == 1)
@@ -230,6 +239,10 @@ inline pass_permit(pl) {
 inline pass_loose(pl) {
 	lown[pl] = me;                          /* rec.owner = self_owner() */
 	lst[pl] = LHELD; lpr[pl] = 0;           /* CAS LOOSE -> HELD (gen kept) */
+#ifdef FIX_LOOSE_GEN
+	lgen[pl] = lgen[pl] + 1;                /* proposed: a grant, gen + 1 */
+#endif
+	owe[pl] = 0;
 	CP;                                     /* ours for the instant */
 	pass_permit(pl)
 }
@@ -310,6 +323,7 @@ inline repair() {
 		:: lst[i] == LLOOSE && USED(lpr[i]) && lane[lpr[i]] == i -> skip
 		:: lst[i] == LLOOSE && !(USED(lpr[i]) && lane[lpr[i]] == i) ->
 			lst[i] = LFREE; lpr[i] = 0;     /* CAS: named by no lane */
+			owe[i] = 0;
 			lown[i] = 0; lslot[i] = NONE;
 			avail++
 		:: lst[i] == LFREE -> avail++; lown[i] = 0; lslot[i] = NONE
@@ -560,13 +574,34 @@ inline unlock_body() {
  * and INV-NOBYPASS (no FREE lease while anyone is queued) */
 #define FREEINV (lk != 0 || lock_dirty || \
                  (gate == (qlen > 0) && (qlen == 0 || NOFREE)))
-#define INV (INVLS && INVTS && INVT2 && NBEL + BEL2 <= N && FREEINV)
+/* INV-HANDOFF: while the lock is free and clean and anyone is queued, a
+ * LOOSE lease is still owed by its releaser (between its CAS and its load
+ * of the gate, or in hand_loose()), alive or dead: none is left over for a
+ * periodic pass to find (the watcher's, 1 ms to 10 s away). */
+#define OWED(l) (lst[l] != LLOOSE || owe[l] != 0)
+#if N == 1
+#define OWEDALL OWED(0)
+#else
+#define OWEDALL (OWED(0) && OWED(1))
+#endif
+#define HANDOFF (lk != 0 || lock_dirty || qlen == 0 || OWEDALL)
+#define INV (INVLS && INVTS && INVT2 && NBEL + BEL2 <= N && FREEINV && HANDOFF)
 
 /* INV in every state: this process can move only in a state where INV
  * fails (it adds no states; at its end label it is a valid end state, so
  * SPIN still reports every other process blocked as an invalid end state). */
 active proctype Monitor() {
-end:	atomic { !(INV) -> assert(false) }
+end:	atomic {
+		!(INV) ->
+		assert(INVL(0));
+#if N == 2
+		assert(INVL(1));
+#endif
+		assert(INVTS && INVT2);
+		assert(NBEL + BEL2 <= N);
+		assert(FREEINV);
+		assert(HANDOFF)
+	}
 }
 
 /* ---- one process ----------------------------------------------------------------- */
@@ -611,6 +646,7 @@ inline fast_acquire() {
 			if
 			:: lst[l] == wst && lpr[l] == wpr && lgen[l] == wg ->
 				lst[l] = LFAST; lpr[l] = me; lgen[l] = wg + 1;
+				owe[l] = 0;
 				tok_l[me] = l; tok_g[me] = wg + 1;
 				r = R_GOT;
 				/* no bypass: no waiter visibly queued at the load of the
@@ -629,8 +665,8 @@ inline fast_acquire() {
 	l = 0; wst = 0; wpr = 0; wg = 0; fmax = 0; fast = false
 }
 
-/* waiter_start(), under the lock (waiting == 0: the free list, then any
- * LOOSE lease a lane names; else queue) */
+/* waiter_start(), under the lock: with nobody queued, the free list; then
+ * take_any_loose() (below, a lane per step); else queue (enqueue()). */
 inline waiter_start() {
 	l = NONE;
 	if
@@ -651,48 +687,61 @@ inline waiter_start() {
 		tok_l[me] = l; tok_g[me] = lgen[l];
 		CP;                                 /* ACQUIRE_COMMITTED */
 		avail--;
-		r = R_GOT
-	:: l == NONE && qlen == 0 ->            /* take_any_loose() */
-		k = 1;
-		do
-		:: k <= NPROCS && USED(k) && lane[k] != NONE && lst[lane[k]] == LLOOSE ->
-			l = lane[k];
-			lgen[l] = lgen[l] + 1;
-			lst[l] = LFAST; lpr[l] = me;    /* CAS LOOSE -> HELD_FAST{me} */
-			tok_l[me] = l; tok_g[me] = lgen[l];
-			r = R_GOT;
-			break
-		:: k <= NPROCS && !(USED(k) && lane[k] != NONE && lst[lane[k]] == LLOOSE) -> k++
-		:: k > NPROCS -> break
-		od;
-		k = 0;
-		if
-		:: r == R_GOT -> CP                 /* ACQUIRE_COMMITTED */
-		:: else
-		fi
-	:: else
+		r = R_GOT;
+		unlock_body()
+	:: l == NONE && qlen == 0 ->
+		scan = true; lk = me                /* take_any_loose(), still locked */
+	:: else ->
+		enqueue();
+		unlock_body()
 	fi;
+	l = 0
+}
+
+/* take_any_loose(), lane sk of process sk (in use): its lease, if LOOSE,
+ * CASed to HELD_FAST{me}. One step per lane: lock-free releases go on
+ * meanwhile, so a lease freed on a lane already passed is missed (the gate
+ * sweep of unlock() is there for it). */
+inline take_lane() {
 	if
-	:: r != R_GOT ->
-		slot_pop();
-		assert(s != NONE);
-		sowner[s] = me;
-		slease[s] = NONE;
-		sticket[s] = next_ticket;
-		next_ticket++;
-		i = 0;                              /* tickets follow arrival */
+	:: USED(sk) && lane[sk] != NONE && lst[lane[sk]] == LLOOSE ->
+		l = lane[sk];
+		i = 0;
 		do
-		:: i < W -> assert(sword[i] != SWAIT || sticket[i] < sticket[s]); i++
+		:: i < W -> assert(sword[i] != SWAIT); i++
 		:: else -> break
 		od;
 		i = 0;
-		sword[s] = SWAIT;                   /* commit */
-		CP;                                 /* ENQUEUE_COMMITTED */
-		queue_append(s);
-		r = R_QUEUED
+		lgen[l] = lgen[l] + 1;
+		lst[l] = LFAST; lpr[l] = me;        /* CAS LOOSE -> HELD_FAST{me} */
+		owe[l] = 0;
+		tok_l[me] = l; tok_g[me] = lgen[l];
+		r = R_GOT;
+		l = 0;
+		CP;                                 /* ACQUIRE_COMMITTED */
+		sk = NPROCS
 	:: else
-	fi;
-	l = 0
+	fi
+}
+
+/* the queue: a slot, its ticket, the commit, the links */
+inline enqueue() {
+	slot_pop();
+	assert(s != NONE);
+	sowner[s] = me;
+	slease[s] = NONE;
+	sticket[s] = next_ticket;
+	next_ticket++;
+	i = 0;                                  /* tickets follow arrival */
+	do
+	:: i < W -> assert(sword[i] != SWAIT || sticket[i] < sticket[s]); i++
+	:: else -> break
+	od;
+	i = 0;
+	sword[s] = SWAIT;                       /* commit */
+	CP;                                     /* ENQUEUE_COMMITTED */
+	queue_append(s);
+	r = R_QUEUED
 }
 
 /* finish_slot(), from complete(): the grant becomes HELD_FAST{me} */
@@ -709,20 +758,50 @@ inline finish_slot() {
 	r = R_GOT
 }
 
-/* release_locked(), under the lock; res: 0 or -EALREADY (1) */
+/* release_locked(), under the lock; res: 0 or -EALREADY (1). With RACE
+ * the load of the word and the CAS HELD_FAST -> HELD are two steps (the
+ * lock held in between), so that the racer's lock-free release of the same
+ * token can come between them; without RACE nobody else changes the word of
+ * a live holder's HELD_FAST lease, and they are one. wpr: the loaded proc. */
+#ifdef RACE
+#define RL_SPLIT lk = me; res = 3; wpr = lpr[tl]
+#else
+#define RL_SPLIT skip
+#endif
 inline release_locked() {
 	if
 	:: lgen[tl] == tg && lst[tl] == LFAST ->
-		lown[tl] = lpr[tl];                 /* rec.owner = procs[p].owner */
-		lst[tl] = LHELD; lpr[tl] = 0;       /* CAS HELD_FAST -> HELD */
-		CP;
-		pass_permit(tl);
-		res = 0
+		RL_SPLIT
 	:: lgen[tl] == tg && lst[tl] == LHELD ->
 		held--;
 		pass_permit(tl);
 		res = 0
 	:: else -> res = 1                      /* -EALREADY */
+	fi;
+#ifndef RACE
+	if
+	:: res == 2 -> rl_cas()
+	:: else
+	fi
+#endif
+}
+
+/* the CAS HELD_FAST{wpr, tg} -> HELD, then the permit goes on */
+inline rl_cas() {
+#ifdef MUT_LOCKED_STORE
+	if                                      /* a plain store */
+	:: true ->
+		lown[tl] = wpr;
+#else
+	if
+	:: lst[tl] == LFAST && lgen[tl] == tg ->
+		lown[tl] = lpr[tl];                 /* rec.owner = procs[p].owner */
+#endif
+		lst[tl] = LHELD; lpr[tl] = 0;       /* CAS HELD_FAST -> HELD */
+		CP;
+		pass_permit(tl);
+		res = 0
+	:: else -> res = 1                      /* the CAS failed: -EALREADY */
 	fi
 }
 
@@ -786,6 +865,9 @@ inline release() {
 			if                              /* CAS HELD_FAST{gen} -> LOOSE{me, gen} */
 			:: lst[tl] == LFAST && lgen[tl] == tg && lpr[tl] == wpr ->
 				lst[tl] = LLOOSE; lpr[tl] = me;
+#ifndef MUT_NO_HANDOFF
+				owe[tl] = me;               /* the hand-off is ours until the gate load */
+#endif
 				res = 0;
 				RACE_WON
 			:: else -> fast = false         /* lost: the locked path (-EALREADY) */
@@ -804,13 +886,23 @@ inline release() {
 	:: res == 0 ->
 		/* the fence, then the gate: QUEUED -> hand_loose() */
 #ifndef MUT_NO_HANDOFF
-		atomic { CR; hl = gate };
+		atomic {
+			CR; hl = gate;
+			if
+			:: !hl && owe[tl] == me -> owe[tl] = 0   /* shut: nothing owed */
+			:: else
+			fi
+		};
 		if
 		:: hl ->
 			atomic {
 				lk == 0 -> LOCK;
 				if
 				:: qlen > 0 && lst[tl] == LLOOSE -> pass_loose(tl)
+				:: else
+				fi;
+				if
+				:: owe[tl] == me -> owe[tl] = 0
 				:: else
 				fi;
 				unlock_body()
@@ -826,12 +918,35 @@ inline release() {
 		atomic {
 			lk == 0 -> LOCK;
 			release_locked();
+#ifdef RACE
 			if
-			:: res == 0 -> RACE_WON
-			:: else
-			fi;
-			unlock_body()
+			:: res == 3 -> skip             /* the CAS in the next step */
+			:: else ->
+#endif
+				if
+				:: res == 0 -> RACE_WON
+				:: else
+				fi;
+				unlock_body()
+#ifdef RACE
+			fi
+#endif
 		};
+#ifdef RACE
+		if
+		:: res == 3 ->
+			atomic {
+				rl_cas();
+				wpr = 0;
+				if
+				:: res == 0 -> RACE_WON
+				:: else
+				fi;
+				unlock_body()
+			}
+		:: else
+		fi;
+#endif
 		SWEEP_UNLOCK
 	fi;
 	rel_l[me] = NONE; rel_g[me] = 0
@@ -947,9 +1062,9 @@ inline reclaim_cs() {
 
 
 proctype P(byte me) {
-	byte ops, r, s, l, w, i, j, k, sk, pk, mask, pl2;
+	byte ops, r, s, l, sk;
 	byte wst, wpr, wg, fmax, tl, tg, res;
-	bool fast, op, hl;
+	bool fast, op, hl, scan;
 #ifdef HOLD2
 	byte tl2, tg2;
 #endif
@@ -963,7 +1078,23 @@ again:
 		fast_acquire();
 		if
 		:: r != R_GOT ->
-			atomic { lk == 0 -> LOCK; waiter_start(); unlock_body() };
+			atomic { lk == 0 -> LOCK; waiter_start() };
+			if
+			:: scan ->
+				sk = 1;
+				do
+				:: atomic { sk <= NPROCS -> take_lane(); sk++ }
+				:: atomic { sk > NPROCS ->
+				            sk = 0; scan = false;
+				            if
+				            :: r != R_GOT -> enqueue()
+				            :: else
+				            fi;
+				            unlock_body();
+				            break }
+				od
+			:: else
+			fi;
 			SWEEP_UNLOCK
 		:: else
 		fi;
@@ -1001,7 +1132,14 @@ again:
 		tl = tok_l[me]; tg = tok_g[me];
 #ifdef RACE
 		if
-		:: me == 1 && rtok_l == NONE -> rtok_l = tl; rtok_g = tg  /* a copy to the racer */
+		:: me == 1 && rtok_l == NONE ->
+			/* a copy to the racer: from here on, two releases of it are
+			 * under way, and nobody holds it in between */
+			atomic {
+				rtok_l = tl; rtok_g = tg;
+				rel_l[me] = tl; rel_g[me] = tg;
+				tok_l[me] = NONE; tok_g[me] = 0
+			}
 		:: else
 		fi;
 #endif
@@ -1039,7 +1177,7 @@ die:
 #endif
 		ops = 0; r = 0; s = 0; l = 0; w = 0; i = 0; j = 0; k = 0; sk = 0; pk = 0;
 		mask = 0; pl2 = 0; wst = 0; wpr = 0; wg = 0; fmax = 0; tl = 0; tg = 0;
-		res = 0; fast = false; op = false; hl = false
+		res = 0; fast = false; op = false; hl = false; scan = false
 #ifdef HOLD2
 		; tl2 = 0; tg2 = 0
 #endif
@@ -1053,7 +1191,7 @@ gone:
  * releases it while process 1 does (the same token, both through
  * shmsem_release(): "released exactly once, by any process"). */
 proctype Racer(byte me) {
-	byte r, s, l, w, i, j, k, sk, pk, mask, pl2;
+	byte r, s, l, sk;
 	byte wst, wpr, wg, tl, tg, res;
 	bool fast, op, hl;
 	rtok_l != NONE;
@@ -1080,7 +1218,7 @@ gone:
  * reclamation pass, then no permit is lost and nobody waits: every lease
  * FREE or LOOSE (named by a lane of a live process), every slot FREE. */
 proctype Final() {
-	byte me, r, s, l, w, i, j, k, pk, mask, pl2;
+	byte me, r, s, l, sk;
 	bool op;
 	me = FINAL_ID;
 	atomic {

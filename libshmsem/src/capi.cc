@@ -138,7 +138,10 @@ SHMSEM_API int shmsem_shutdown(shmsem_t *s) {
 
 SHMSEM_API int shmsem_recover(shmsem_t *s) {
   if (foreign_pidns(s) && !s->rdonly) return -EXDEV;
-  return d::reclaim(s, nullptr);
+  int r = d::reclaim(s, nullptr);
+  // And free leases that no lane names any more (a writer's, or a defect's).
+  if (r >= 0) r += d::recover_unnamed_loose(s);
+  return r;
 }
 
 // A read-only handle takes no lock: those work from anywhere.

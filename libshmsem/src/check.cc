@@ -7,6 +7,7 @@
 
 #include <vector>
 
+#include "hooks.h"
 #include "lock.h"
 #include "tables.h"
 
@@ -33,13 +34,20 @@ int check_locked(shmsem_t *s, char *msg, size_t len) {
         // INV-LOOSE: named by a lane of its process record, which is in
         // use (the sweeps find it there).
         nloose++;
+        SHMSEM_HOOK(CHECK_LEASE_READ);
         uint32_t p = word_proc(word);
         bool named = false;
         if (p < s->max_procs &&
             s->procs[p].state.load(std::memory_order_relaxed) == kProcUsed)
           for (const Lane &ln : s->procs[p].lanes)
             named |= ln.loose.load(std::memory_order_relaxed) == l;
-        if (!named)
+        // Lock-free acquires and releases go on while we hold the lock: the
+        // lane may have moved on because the lease was taken (and another
+        // freed) since we read the word. Only a word still unchanged after
+        // the scan is a LOOSE lease nobody names (found by an adversarial
+        // test: a false -EUCLEAN under lock-free traffic).
+        if (!named &&
+            s->leases[l].word.load(std::memory_order_acquire) == word)
           return fail(msg, len, "INV-LOOSE: free lease no lane names");
         break;
       }

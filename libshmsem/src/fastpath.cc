@@ -28,6 +28,13 @@ struct LaneRelease {
   int32_t lane = -1;
   ~LaneRelease() {
     if (lane < 0) return;
+    // This thread may still call the library after this destructor (from a
+    // pthread key's destructor, or a thread_local constructed before this
+    // one): from here it has no lane, and takes the locked path. Another
+    // thread may take the lane as soon as it is given back, and two threads
+    // writing one lane can leave a free lease that no lane names (found by
+    // an adversarial test: permits lost, keys released in key destructors).
+    if (t_lane.pid == pid) t_lane.lane = -1;
     uint64_t v = g_lanes.load(std::memory_order_relaxed);
     for (;;) {
       if (int32_t(v >> 32) != pid) return;  // a child's: not ours to free
@@ -180,6 +187,32 @@ uint32_t take_any_loose(shmsem_t *s, uint32_t proc, const Owner &me,
     }
   }
   return kNone;
+}
+
+bool loose_named(const shmsem_t *s, uint32_t l, uint64_t w) {
+  uint32_t p = word_proc(w);
+  if (p >= s->max_procs ||
+      s->procs[p].state.load(std::memory_order_relaxed) != kProcUsed)
+    return false;
+  for (const Lane &ln : s->procs[p].lanes)
+    if (ln.loose.load(std::memory_order_relaxed) == l) return true;
+  return false;
+}
+
+int recover_unnamed_loose(shmsem_t *s) {
+  LockGuard guard(s);
+  int n = 0;
+  for (uint32_t l = 0; l < s->permits; l++) {
+    uint64_t w = s->leases[l].word.load(std::memory_order_acquire);
+    if (word_state(w) != kLeaseLoose || loose_named(s, l, w)) continue;
+    // Taken and freed again since the read: the CAS fails (a new
+    // generation), and the lease is someone's, named or held.
+    bool taken;
+    uint32_t g = pass_loose(s, l, w, &taken);
+    n += taken;
+    if (g != kNone) futex_wake(&s->slots[g].word, 1);
+  }
+  return n;
 }
 
 int sweep_loose(shmsem_t *s) {

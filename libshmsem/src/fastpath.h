@@ -35,6 +35,13 @@ uint32_t pass_loose(shmsem_t *s, uint32_t l, uint64_t w, bool *taken);
 // HELD with `me` as owner if proc is kNoProc). kNone if none.
 uint32_t take_any_loose(shmsem_t *s, uint32_t proc, const Owner &me,
                         uint64_t *gen);
+// A lane of the process record that LOOSE lease `l` (read as `w`) names
+// names it in turn: the sweeps can find it.
+bool loose_named(const shmsem_t *s, uint32_t l, uint64_t w);
+// Takes the lock: every LOOSE lease that no lane names (only a writer, or
+// a defect, makes one) goes to the head waiter or the pool. One scan of the
+// N words, for shmsem_recover(). Returns how many.
+int recover_unnamed_loose(shmsem_t *s);
 // While anyone is queued, every LOOSE lease goes to the head waiters; each
 // granted slot is woken at once. Returns how many were passed on.
 int sweep_loose(shmsem_t *s);

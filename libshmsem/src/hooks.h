@@ -34,6 +34,7 @@ namespace shmsem::detail {
   X(FAST_HANDOFF_LOCKED)       /* gate seen open: lock held, not passed */    \
   X(PROC_NAMED)                /* process record named, not yet USED */       \
   X(GATE_OPENED)               /* gate opened to the queue, lanes not swept*/ \
+  X(CHECK_LEASE_READ)          /* check read a LOOSE word, lanes not read */  \
   X(CANCEL_LOCKED)             /* canceller holds the lock */                 \
   X(SHUTDOWN_CLOSED)           /* closed committed, waiters not yet failed */ \
   X(SHUTDOWN_FAILED_ONE)       /* one waiter failed, lock held */             \

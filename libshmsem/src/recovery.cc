@@ -21,22 +21,6 @@
 
 namespace shmsem::detail {
 
-namespace {
-
-// A lane of the process record that LOOSE lease `l` (read as `w`) names
-// names it in turn: the sweeps can find it.
-bool loose_named(const shmsem_t *s, uint32_t l, uint64_t w) {
-  uint32_t p = word_proc(w);
-  if (p >= s->max_procs ||
-      s->procs[p].state.load(std::memory_order_relaxed) != kProcUsed)
-    return false;
-  for (const Lane &ln : s->procs[p].lanes)
-    if (ln.loose.load(std::memory_order_relaxed) == l) return true;
-  return false;
-}
-
-}  // namespace
-
 void repair(shmsem_t *s) {
   SHMSEM_HOOK(REPAIR_LOCKED);
   Core *c = s->core;

@@ -629,5 +629,50 @@ TEST(FastPath, RecoverGivesBackAFreeLeaseNoLaneNames) {
   EXPECT_COUNTS(s, 1, 0, 0, 0);
 }
 
+// The gate's sweep takes a lease a lock-free release has just freed, and
+// its process dies before passing it on: the token of that release is
+// stale for good, whatever repair and reclamation do with the permit (a
+// sweep that kept the generation let a second release of it return 0; the
+// SPIN model found it, verify/MODEL.md F1).
+TEST(FastPath, TokenFreedBeforeASweeperDiedStaysStale) {
+  Segment seg(1);
+  shmsem_t *s = seg.get();
+  shmsem_lease_t l;
+  ASSERT_EQ(shmsem_acquire(s, &l), 0);
+  Shared<std::atomic<int>> stage;
+  Children kids;
+  pid_t sweeper = kids.spawn([&] {
+    shmsem_t *c = seg.open_again();
+    testing::set_hook([](HookPoint p, void *ctx) {
+      auto *st = static_cast<std::atomic<int> *>(ctx);
+      if (p == HookPoint::ENQUEUE_COMMITTED) {
+        *st = 1;  // queued under the lock, the gate still shut
+        while (st->load() != 2) usleep(100);
+      } else if (p == HookPoint::RELEASE_CHOSEN) {
+        raise(SIGKILL);  // in the sweep's pass_permit, before its commit
+      }
+    }, &*stage);
+    shmsem_lease_t x;
+    shmsem_acquire(c, &x);
+    return 1;
+  });
+  ASSERT_TRUE(wait_until([&] { return stage->load() == 1; }));
+  ASSERT_EQ(shmsem_release(s, &l), 0);  // lock-free: the gate reads shut
+  *stage = 2;
+  EXPECT_EQ(kids.wait(sweeper), 128 + SIGKILL);
+  EXPECT_EQ(shmsem_release(s, &l), -EALREADY);
+  ASSERT_TRUE(wait_until([&] {
+    shmsem_recover(s);
+    auto c = counts(s);
+    return c.available == 1 && c.waiting == 0;
+  }));
+  EXPECT_EQ(shmsem_release(s, &l), -EALREADY);
+  EXPECT_INVARIANTS(s);
+  shmsem_lease_t again;
+  EXPECT_EQ(shmsem_try_acquire(s, &again), 0);
+  EXPECT_EQ(shmsem_release(s, &again), 0);
+  EXPECT_COUNTS(s, 1, 0, 0, 0);
+}
+
 }  // namespace
 }  // namespace shmsem::test

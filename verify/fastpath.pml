@@ -1,6 +1,7 @@
 /*
  * fastpath.pml -- a SPIN model of the lock-free uncontended path of shmsem
- * (libshmsem/src/fastpath.cc) beside the locked path it falls back to.
+ * (libshmsem/src/fastpath.h, fastpath.cc) beside the locked path it falls
+ * back to.
  *
  * What each part stands for in libshmsem/src/, what is abstracted and why,
  * and which properties are checked: verify/MODEL.md, section "The fast-path
@@ -27,10 +28,11 @@
  *   RACE       a racer process (id NP+1, its own record and lane) releases
  *              process 1's first token concurrently with process 1
  *   DOUBLE_RELEASE  every release is followed by a second one (-EALREADY)
- *   LTL_TERMINATES  liveness, with pan -a -f (else: the safety invariant
- *              INV as a never claim, checked in every state)
- *   FIX_LOOSE_GEN  proposed repair of finding F1 (MODEL.md): pass_loose()'s
- *              CAS LOOSE -> HELD takes the next generation
+ *   LTL_TERMINATES  liveness, with pan -a -f (the invariant INV is checked
+ *              in every state in every run, by the Monitor process)
+ *   BUG_F1     finding F1 as the code had it (MODEL.md): pass_loose()'s
+ *              CAS LOOSE -> HELD keeps the generation (fixed: it takes the
+ *              next one); the runs that found it must still find it
  *   MUT_NO_OLD_CHECK, MUT_NO_GATE_SWEEP, MUT_NO_HANDOFF, MUT_ACQ_NO_GATE,
  *   MUT_NAME_AFTER, MUT_LOCKED_STORE  mutations (MODEL.md): each takes out
  *              one part of the protocol and must make some run fail
@@ -136,7 +138,10 @@ byte i, j, k, pk, mask, w, pl2;
 #define USED(p)    ((((used) >> (p)) & 1) == 1)
 
 /* ---- dying ----------------------------------------------------------------- */
-#define GONE deadmask = deadmask | (1 << me); goto die
+#define GONE \
+	deadmask = deadmask | (1 << me); \
+	i = 0; j = 0; k = 0; pk = 0; mask = 0; w = 0; pl2 = 0; \
+	goto die
 /* inside the lock: the lock word keeps naming a dead holder */
 #define CP \
 	if \
@@ -238,9 +243,9 @@ inline pass_permit(pl) {
  * read fails, which is the same as reading later) goes on. */
 inline pass_loose(pl) {
 	lown[pl] = me;                          /* rec.owner = self_owner() */
-	lst[pl] = LHELD; lpr[pl] = 0;           /* CAS LOOSE -> HELD (gen kept) */
-#ifdef FIX_LOOSE_GEN
-	lgen[pl] = lgen[pl] + 1;                /* proposed: a grant, gen + 1 */
+	lst[pl] = LHELD; lpr[pl] = 0;           /* CAS LOOSE -> HELD */
+#ifndef BUG_F1
+	lgen[pl] = lgen[pl] + 1;                /* a grant: next_gen (F1's fix) */
 #endif
 	owe[pl] = 0;
 	CP;                                     /* ours for the instant */
@@ -764,13 +769,14 @@ inline finish_slot() {
  * token can come between them; without RACE nobody else changes the word of
  * a live holder's HELD_FAST lease, and they are one. wpr: the loaded proc. */
 #ifdef RACE
-#define RL_SPLIT lk = me; res = 3; wpr = lpr[tl]
+#define RL_SPLIT lk = me; res = 3
 #else
 #define RL_SPLIT skip
 #endif
 inline release_locked() {
 	if
 	:: lgen[tl] == tg && lst[tl] == LFAST ->
+		wpr = lpr[tl];                      /* w = rec.word.load() */
 		RL_SPLIT
 	:: lgen[tl] == tg && lst[tl] == LHELD ->
 		held--;
@@ -794,7 +800,7 @@ inline rl_cas() {
 		lown[tl] = wpr;
 #else
 	if
-	:: lst[tl] == LFAST && lgen[tl] == tg ->
+	:: lst[tl] == LFAST && lgen[tl] == tg && lpr[tl] == wpr ->
 		lown[tl] = lpr[tl];                 /* rec.owner = procs[p].owner */
 #endif
 		lst[tl] = LHELD; lpr[tl] = 0;       /* CAS HELD_FAST -> HELD */
@@ -802,7 +808,8 @@ inline rl_cas() {
 		pass_permit(tl);
 		res = 0
 	:: else -> res = 1                      /* the CAS failed: -EALREADY */
-	fi
+	fi;
+	wpr = 0
 }
 
 /* shmsem_release(): fast_release(), else release_locked(). The token is
@@ -937,7 +944,6 @@ inline release() {
 		:: res == 3 ->
 			atomic {
 				rl_cas();
-				wpr = 0;
 				if
 				:: res == 0 -> RACE_WON
 				:: else

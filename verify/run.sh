@@ -48,6 +48,20 @@ configs=(
 	"lock-t2-recycle-slowwrap|lock.pml|-DNT=2 -DRECYCLE=1 -DMAXCRASH=1 -DSLOWWRAP|safety|pass"
 	"lock-t3-recycle|lock.pml|-DNT=3 -DRECYCLE=1 -DMAXCRASH=0|safety|xfail:(gholder!=0)"
 	"lock-t3-recycle-slowwrap|lock.pml|-DNT=3 -DRECYCLE=1 -DMAXCRASH=1 -DSLOWWRAP|safety|pass"
+	# the lock-free path (fastpath.pml; MODEL.md, "The fast-path model")
+	"fast-n2-p3|fastpath.pml|-DNP=3 -DN=2 -DOPS1=2 -DMAXCRASH=1|safety|pass"
+	"fast-n2-p3-crash2|fastpath.pml|-DNP=3 -DN=2 -DOPS1=2 -DMAXCRASH=2|safety|pass"
+	"fast-n1-p3-crash2|fastpath.pml|-DNP=3 -DN=1 -DOPS1=2 -DMAXCRASH=2|safety|pass"
+	"fast-n1-p2-crash2|fastpath.pml|-DNP=2 -DN=1 -DOPS=2 -DMAXCRASH=2|safety|pass"
+	"fast-n2-hold2|fastpath.pml|-DNP=2 -DN=2 -DOPS=2 -DHOLD2 -DMAXCRASH=2|safety|pass"
+	# F1 (MODEL.md, fixed): a released token was accepted again after a
+	# sweeper died
+	"fast-n1-double|fastpath.pml|-DNP=2 -DN=1 -DOPS=2 -DMAXCRASH=1 -DDOUBLE_RELEASE|safety|pass"
+	"fast-n1-race|fastpath.pml|-DNP=2 -DN=1 -DOPS=2 -DMAXCRASH=1 -DRACE|safety|pass"
+	# F1 as the code had it (MODEL.md): the model must still find it
+	"fast-n1-race-f1|fastpath.pml|-DNP=2 -DN=1 -DOPS=2 -DMAXCRASH=1 -DRACE -DBUG_F1|safety|xfail:(rwins<=1)"
+	"fast-n1-p2-live|fastpath.pml|-DNP=2 -DN=1 -DOPS=2 -DMAXCRASH=1 -DLTL_TERMINATES|ltl|pass"
+	"fast-n2-p3-live|fastpath.pml|-DNP=3 -DN=2 -DOPS1=2 -DMAXCRASH=1 -DLTL_TERMINATES|ltl|pass"
 )
 
 extra=""

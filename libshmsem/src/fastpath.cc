@@ -145,10 +145,13 @@ uint32_t self_proc(shmsem_t *s) {
 uint32_t pass_loose(shmsem_t *s, uint32_t l, uint64_t w, bool *taken) {
   LeaseRecord &rec = s->leases[l];
   // Ours for the instant: a crash before pass_permit's commit leaves a HELD
-  // lease of this (dead) process, which reclamation passes on.
+  // lease of this (dead) process, which reclamation passes on. A grant, so
+  // a new generation: kept, the token of the holder that freed it would
+  // match that HELD lease again, and a second release of it after such a
+  // crash returned 0 (the SPIN model's F1, verify/MODEL.md).
   rec.owner = self_owner();
   *taken = rec.word.compare_exchange_strong(
-      w, lease_word(kLeaseHeld, kNoProc, word_gen(w)),
+      w, lease_word(kLeaseHeld, kNoProc, next_gen(word_gen(w))),
       std::memory_order_acquire, std::memory_order_relaxed);
   if (!*taken) return kNone;
   used_add(s, s->core->n_used_leases, s->used_leases, s->permits, l,

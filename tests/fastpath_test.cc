@@ -11,6 +11,7 @@
 #include <pthread.h>
 
 #include <atomic>
+#include <memory>
 #include <random>
 #include <thread>
 #include <vector>
@@ -544,24 +545,25 @@ void key_destructor(void *) {
 
 TEST(FastPath, LibraryCalledFromAThreadExitDestructorUsesNoLane) {
   Segment seg(2);
-  KeyCtx k;
-  k.s = seg.get();
-  g_key_ctx = &k;
+  auto k = std::make_unique<KeyCtx>();
+  k->s = seg.get();
+  g_key_ctx = k.get();
   pthread_key_t key;
   ASSERT_EQ(pthread_key_create(&key, key_destructor), 0);
   std::thread t([&] {
     shmsem_lease_t l;
-    ASSERT_EQ(shmsem_acquire(k.s, &l), 0);  // takes a lane
-    ASSERT_EQ(shmsem_release(k.s, &l), 0);
-    pthread_setspecific(key, &k);
+    ASSERT_EQ(shmsem_acquire(k->s, &l), 0);  // takes a lane
+    ASSERT_EQ(shmsem_release(k->s, &l), 0);
+    pthread_setspecific(key, k.get());
   });
   t.join();
   pthread_key_delete(key);
-  EXPECT_EQ(k.errors.load(), 0);
-  EXPECT_EQ(k.locked.load(), 8) << "every call after the lane was given back "
-                                   "takes the lock";
-  EXPECT_COUNTS(k.s, 2, 0, 0, 0);
-  EXPECT_INVARIANTS(k.s);
+  g_key_ctx = nullptr;
+  EXPECT_EQ(k->errors.load(), 0);
+  EXPECT_EQ(k->locked.load(), 8) << "every call after the lane was given back "
+                                    "takes the lock";
+  EXPECT_COUNTS(k->s, 2, 0, 0, 0);
+  EXPECT_INVARIANTS(k->s);
 }
 
 // shmsem_check runs under the lock while lock-free acquires and releases go

@@ -67,6 +67,40 @@ TEST(FastPath, UncontendedPairsTakeNoLockAfterTheFirst) {
   }
 }
 
+// A permit another thread (or process) freed lock-free is taken lock-free
+// too: processes that hand one permit back and forth take no lock while
+// nobody queues.
+TEST(FastPath, PermitFreedByAnotherThreadIsTakenWithoutTheLock) {
+  Segment seg(2);
+  shmsem_t *s = seg.get();
+  shmsem_lease_t a, b;
+  ASSERT_EQ(shmsem_acquire(s, &a), 0);  // registers this process
+  ASSERT_EQ(shmsem_acquire(s, &b), 0);
+  ASSERT_EQ(shmsem_release(s, &a), 0);  // our lane names a
+  ASSERT_EQ(shmsem_acquire(s, &a), 0);  // a again: our lane names a, held
+  std::atomic<int> locked{-1};
+  std::thread other([&] {
+    g_locked = 0;
+    testing::set_hook(count_locked, nullptr);
+    EXPECT_EQ(shmsem_release(s, &b), 0);  // b, freed into its lane
+    testing::set_hook(nullptr, nullptr);
+    locked = g_locked.load();
+  });
+  other.join();
+  EXPECT_EQ(locked.load(), 0);
+  g_locked = 0;
+  testing::set_hook(count_locked, nullptr);
+  shmsem_lease_t c;
+  ASSERT_EQ(shmsem_acquire(s, &c), 0);  // b, named by the other lane
+  testing::set_hook(nullptr, nullptr);
+  EXPECT_EQ(g_locked.load(), 0);
+  EXPECT_EQ(c.index, b.index);
+  EXPECT_EQ(shmsem_release(s, &a), 0);
+  EXPECT_EQ(shmsem_release(s, &c), 0);
+  EXPECT_COUNTS(s, 2, 0, 0, 0);
+  EXPECT_INVARIANTS(s);
+}
+
 // A lock-free acquire that read the lease LOOSE (and the gate shut) is
 // overtaken by the locked path, which takes that lease: its CAS fails and
 // it goes the locked way, finding nothing.

@@ -98,6 +98,44 @@ void hand_loose(shmsem_t *s, uint32_t l) {
   if (wake != kNone) wake_granted(s, wake);
 }
 
+// Records looked at without the lock: a few processes alternating on a
+// permit hand it to each other lock-free; beyond them the locked path's
+// scan (take_any_loose) finds the rest.
+constexpr uint32_t kStealProcs = 8;
+
+int fast_take_other(shmsem_t *s, const Fast &f, shmsem_lease_t *lease) {
+  if (s->core->gate.load(std::memory_order_relaxed) != 0) return 1;
+  uint32_t hwm = std::min({s->core->procs_hwm.load(std::memory_order_relaxed),
+                           s->max_procs, kStealProcs});
+  for (uint32_t p = 0; p < hwm; p++) {
+    if (s->procs[p].state.load(std::memory_order_relaxed) != kProcUsed)
+      continue;
+    for (const Lane &ln : s->procs[p].lanes) {
+      uint32_t l = ln.loose.load(std::memory_order_relaxed);
+      if (l >= s->permits) continue;
+      LeaseRecord &rec = s->leases[l];
+      uint64_t w = rec.word.load(std::memory_order_acquire);
+      if (word_state(w) != kLeaseLoose) continue;
+      // As fast_acquire(): LOOSE at this generation from the load to the
+      // CAS, and the gate read shut in between.
+      if (s->core->gate.load(std::memory_order_acquire) != 0) return 1;
+      const uint64_t gen = next_gen(word_gen(w));
+      if (!rec.word.compare_exchange_strong(
+              w, lease_word(kLeaseHeldFast, f.proc, gen),
+              std::memory_order_acquire, std::memory_order_relaxed))
+        continue;
+      SHMSEM_HOOK(FAST_ACQUIRE_TAKEN);
+      rec.since_ns.store(coarse_ns(), std::memory_order_relaxed);
+      f.lane->acquisitions.store(
+          f.lane->acquisitions.load(std::memory_order_relaxed) + 1,
+          std::memory_order_relaxed);
+      fill_token(s, l, gen, lease);
+      return 0;
+    }
+  }
+  return 1;
+}
+
 int take_lane_slow(int32_t pid) {
   int lane = take_lane(pid);
   t_lane.pid = pid;

@@ -94,15 +94,23 @@ inline bool fast_ctx(shmsem_t *s, Fast *f) {
 // The releaser saw the gate open after freeing lease `l` (fastpath.cc).
 void hand_loose(shmsem_t *s, uint32_t l);
 
+// A LOOSE lease named by a lane of one of the first few process records,
+// taken as fast_acquire() takes its own (fastpath.cc). 0 or 1.
+__attribute__((cold, noinline)) int fast_take_other(shmsem_t *s,
+                                                    const Fast &f,
+                                                    shmsem_lease_t *lease);
+
 // 0 and *lease filled, or 1: take the locked path.
 inline int fast_acquire(shmsem_t *s, shmsem_lease_t *lease) {
   Fast f;
   if (!fast_ctx(s, &f)) return 1;
   const uint32_t l = f.lane->loose.load(std::memory_order_relaxed);
-  if (l >= s->permits) return 1;
+  if (__builtin_expect(l >= s->permits, 0))
+    return fast_take_other(s, f, lease);
   LeaseRecord &rec = s->leases[l];
   uint64_t w = rec.word.load(std::memory_order_acquire);
-  if (word_state(w) != kLeaseLoose) return 1;
+  if (__builtin_expect(word_state(w) != kLeaseLoose, 0))
+    return fast_take_other(s, f, lease);
   // FIFO: between the load above and the CAS below the lease stays LOOSE at
   // this generation (every grant changes it), so it was free when the gate
   // read shut: the acquire takes effect at this load, before any waiter

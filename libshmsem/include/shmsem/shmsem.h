@@ -259,7 +259,10 @@ int shmsem_shutdown(shmsem_t *s);
  * waiter first. Owners that cannot be judged count as alive, and a handle
  * whose PID namespace could not be compared with the semaphore's reclaims
  * nothing. Costs one pidfd check per distinct owner plus a read of the
- * records in use. Returns the number of leases plus slots reclaimed.
+ * records in use, and one scan of the lease records per dead process that
+ * took leases without the lock; then one more scan gives back free leases
+ * that no thread names (only a writer into the segment makes one). Returns
+ * the number of leases plus slots reclaimed, plus free leases given back.
  * Errors: -EBADF read-only handle.
  */
 int shmsem_recover(shmsem_t *s);

@@ -21,10 +21,6 @@
 namespace shmsem::detail {
 namespace {
 
-// With a manual test clock the kernel cannot time the deadline for us, so
-// sleepers re-read the manual clock this often (real time).
-constexpr uint64_t kManualClockPollNs = 1'000'000;
-
 // The head spins before sleeping for about twice as long as recent
 // hand-offs took (core.handoff_ns), within [kMinSpinNs, kMaxSpinNs]: a grant
 // that comes within a few microseconds then costs neither a sleep nor a
@@ -160,18 +156,7 @@ int acquire(shmsem_t *s, const timespec *deadline_ts, shmsem_cancel_t *cancel,
   // cancellation themselves), so the uncontended path touches no
   // cancellation state.
   Waiter w;
-  int r = waiter_start(s, !expired, &limit, &w, lease);
-  if (r == -EAGAIN) {
-    // No permit now and we may not wait: first reclaim permits of dead
-    // holders (rate-limited to one pass per watch period), then retry.
-    if (maybe_reclaim(s, &limit) > 0)
-      r = waiter_start(s, false, &limit, &w, lease);
-    if (r == -EAGAIN) {
-      LockGuard guard(s, &limit);  // counters change only under the lock
-      if (!guard.error()) stat_bump(s->core->timeouts);
-      return -ETIMEDOUT;
-    }
-  }
+  int r = waiter_start_by(s, expired, &limit, &w, lease);
   if (r == 0) SHMSEM_HOOK(ACQUIRE_TAKEN);
   if (r <= 0) return r;
   SHMSEM_HOOK(ACQUIRE_ENQUEUED);
@@ -212,8 +197,7 @@ int acquire(shmsem_t *s, const timespec *deadline_ts, shmsem_cancel_t *cancel,
     // rarely, only to take over from a watcher that died.
     WatchPlan plan = watch_step(s, w.slot, &limit, &watch);
     if (deadline_ts) {
-      uint64_t d = clock_is_manual() ? real_mono_ns() + kManualClockPollNs
-                                     : deadline;
+      uint64_t d = deadline_wake_at(deadline);
       if (!plan.wake_at || d < plan.wake_at) plan.wake_at = d;
     }
     // Announce the sleep, then recheck (Dekker with release.cc): either we

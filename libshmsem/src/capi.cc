@@ -7,9 +7,11 @@
 #include <shmsem/shmsem.h>
 
 #include "acquire.h"
+#include "async.h"
 #include "cancel.h"
 #include "cancelstate.h"
 #include "check.h"
+#include "deathwatch.h"
 #include "fastpath.h"
 #include "handle.h"
 #include "hooks.h"
@@ -124,6 +126,39 @@ SHMSEM_API void shmsem_cancel_reset(shmsem_cancel_t *c) {
   if (c) d::cancel_impl(c)->state.store(d::kCancelIdle, std::memory_order_release);
 }
 
+// The non-blocking waiter (async.h). Only start may record an owner; the
+// later calls work on a slot the PID namespace check already let in.
+SHMSEM_API int shmsem_waiter_start(shmsem_t *s, shmsem_waiter_t *w,
+                                   const struct timespec *deadline,
+                                   shmsem_lease_t *lease) {
+  if (foreign_pidns(s)) return -EXDEV;
+  return d::async_start(s, w, deadline, lease);
+}
+
+SHMSEM_API int shmsem_waiter_futex(const shmsem_waiter_t *w, uint32_t **word,
+                                   uint32_t *value) {
+  return d::async_futex(w, word, value);
+}
+
+SHMSEM_API int shmsem_waiter_wake_by(const shmsem_waiter_t *w,
+                                     struct timespec *at) {
+  return d::async_wake_by(w, at);
+}
+
+SHMSEM_API int shmsem_waiter_poll(shmsem_waiter_t *w, shmsem_lease_t *lease) {
+  return d::async_poll(w, lease);
+}
+
+SHMSEM_API int shmsem_waiter_cancel(shmsem_waiter_t *w,
+                                    shmsem_lease_t *lease) {
+  return d::async_cancel(w, lease);
+}
+
+SHMSEM_API int shmsem_uring_probe(void) {
+  d::NoCancel no_cancel;
+  return d::ring_futex_available() ? 0 : -EOPNOTSUPP;
+}
+
 SHMSEM_API int shmsem_release(shmsem_t *s, shmsem_lease_t *lease) {
   int r = d::release_lockfree(s, lease);
   if (r <= 0) return r;
@@ -181,6 +216,8 @@ SHMSEM_API const char *shmsem_strerror(int err) {
     case EBADF: return "semaphore is open read-only";
     case EUCLEAN: return "semaphore invariant is broken";
     case ENOTRECOVERABLE: return "waiter slot was reclaimed while in use";
+    case EINPROGRESS: return "still waiting for a permit";
+    case EOPNOTSUPP: return "not supported by this kernel";
     case EACCES: return "permission denied";
     case EPERM: return "semaphore belongs to another user";
     default: {

@@ -41,6 +41,14 @@ uint64_t real_mono_ns();
 uint64_t mono_ns();
 // True when a test installed a manual clock: sleepers must then poll it.
 bool clock_is_manual();
+// With a manual clock the kernel cannot time a deadline for us, so
+// sleepers re-read the manual clock this often (real time).
+inline constexpr uint64_t kManualClockPollNs = 1'000'000;
+// The real CLOCK_MONOTONIC time by which a sleeper must look at `deadline`
+// (a mono_ns() time) again.
+inline uint64_t deadline_wake_at(uint64_t deadline) {
+  return clock_is_manual() ? real_mono_ns() + kManualClockPollNs : deadline;
+}
 // CLOCK_MONOTONIC_COARSE, cheap enough for the fast path (tick resolution).
 uint64_t coarse_ns();
 

@@ -65,9 +65,7 @@ io_uring_sqe *next_sqe(io_uring *ring) {
 // A real wait on a word that does not hold the expected value must fail at
 // once with EAGAIN: anything else, and this kernel does not wait on futexes
 // in a ring the way we need.
-bool probe() {
-  const char *env = secure_getenv("SHMSEM_DEATH_WATCH");
-  if (env && strcmp(env, "poll") == 0) return false;
+bool probe_ring() {
   io_uring ring;
   if (io_uring_queue_init(4, &ring, 0) < 0) return false;
   bool ok = false;
@@ -86,18 +84,24 @@ bool probe() {
   return ok;
 }
 
-std::atomic<int> g_events{0};  // 0 not probed yet, 1 yes, -1 no
+std::atomic<int> g_ring_futex{0};  // 0 not probed yet, 1 yes, -1 no
 
 }  // namespace
 
-bool events_available() {
+bool ring_futex_available() {
   if (disabled()) return false;
-  int v = g_events.load(std::memory_order_relaxed);
+  int v = g_ring_futex.load(std::memory_order_relaxed);
   if (v == 0) {
-    v = probe() ? 1 : -1;
-    g_events.store(v, std::memory_order_relaxed);
+    v = probe_ring() ? 1 : -1;
+    g_ring_futex.store(v, std::memory_order_relaxed);
   }
   return v > 0;
+}
+
+bool events_available() {
+  const char *env = secure_getenv("SHMSEM_DEATH_WATCH");
+  if (env && strcmp(env, "poll") == 0) return false;
+  return ring_futex_available();
 }
 
 EventWatch::~EventWatch() { reset(); }

@@ -23,6 +23,9 @@ namespace shmsem::detail {
 // real futex wait in a real ring (a kernel that lists the opcode but fails
 // it counts as without).
 bool events_available();
+// Whether this kernel waits on a futex word in a ring at all (the probe
+// above, without the environment's say): shmsem_uring_probe().
+bool ring_futex_available();
 
 // Pidfds watched by one call's watcher: at most this many. More distinct
 // owner processes than that, and the watcher keeps its polling timer.

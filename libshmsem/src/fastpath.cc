@@ -77,7 +77,7 @@ namespace {
 void wake_granted(shmsem_t *s, uint32_t w) {
   std::atomic_thread_fence(std::memory_order_seq_cst);
   if (s->slots[w].sleeping.load(std::memory_order_relaxed))
-    futex_wake(&s->slots[w].word, 1);
+    wake_slot(s, w);
 }
 
 }  // namespace
@@ -253,7 +253,7 @@ int recover_unnamed_loose(shmsem_t *s) {
     bool taken;
     uint32_t g = pass_loose(s, l, w, &taken);
     n += taken;
-    if (g != kNone) futex_wake(&s->slots[g].word, 1);
+    if (g != kNone) wake_slot(s, g);
   }
   return n;
 }
@@ -276,7 +276,7 @@ int sweep_loose(shmsem_t *s) {
       uint32_t g = pass_loose(s, l, w, &taken);
       n += taken;
       // Under the lock: rare (a release crossed the opening of the gate).
-      if (g != kNone) futex_wake(&s->slots[g].word, 1);
+      if (g != kNone) wake_slot(s, g);
     }
   }
   return n;

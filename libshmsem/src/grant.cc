@@ -37,7 +37,7 @@ void free_left(shmsem_t *s, uint32_t w) {
   slot_free(s, w);  // commit
   stat_bump(s->core->timeouts);
   uint32_t nw = watcher_leave(s, w);
-  if (nw != kNone) futex_wake(&s->slots[nw].word, 1);
+  if (nw != kNone) wake_slot(s, nw);
 }
 
 uint32_t sweep_left(shmsem_t *s, uint32_t w) {

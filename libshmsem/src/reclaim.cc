@@ -261,7 +261,7 @@ int reclaim_candidates(shmsem_t *s, const Limit *limit,
         n += reclaim_one(s, dead[j], &wake);
       n += sweep_loose(s);
     }
-    for (uint32_t w : wake) futex_wake(&s->slots[w].word, 1);
+    for (uint32_t w : wake) wake_slot(s, w);
     wake.clear();
   }
   return n;

@@ -188,7 +188,7 @@ void repair(shmsem_t *s) {
   }
   // 6. Leases a lock-free release freed while waiters queue.
   sweep_loose(s);
-  for (uint32_t w : wake) futex_wake(&s->slots[w].word, 1);
+  for (uint32_t w : wake) wake_slot(s, w);
 }
 
 }  // namespace shmsem::detail

@@ -66,7 +66,7 @@ int release_locked(shmsem_t *s, const shmsem_lease_t *lease) {
     // still spinning costs no system call.
     std::atomic_thread_fence(std::memory_order_seq_cst);
     if (s->slots[wake].sleeping.load(std::memory_order_relaxed))
-      futex_wake(&s->slots[wake].word, 1);
+      wake_slot(s, wake);
   }
   return 0;
 }

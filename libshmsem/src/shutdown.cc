@@ -38,7 +38,7 @@ int fail_queued(shmsem_t *s) {
     stat_bump(s->core->shutdown_failures);
     // Woken under the lock: shutdown is rare, and the slot cannot be freed
     // before its owner takes the lock to see CLOSED.
-    futex_wake(&s->slots[w].word, 1);
+    wake_slot(s, w);
     SHMSEM_HOOK(SHUTDOWN_FAILED_ONE);
     n++;
   }

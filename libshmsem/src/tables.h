@@ -5,6 +5,7 @@
 #ifndef SHMSEM_SRC_TABLES_H
 #define SHMSEM_SRC_TABLES_H
 
+#include "futex.h"
 #include "handle.h"
 
 namespace shmsem::detail {
@@ -208,6 +209,17 @@ inline uint32_t watcher_leave(shmsem_t *s, uint32_t w) {
   }
   s->core->watcher = tail;
   return tail;
+}
+
+// Wake whoever sleeps on slot `w`'s word: every sleeper, not one. The
+// waiter is one thread, but a futex wait can outlive the wait it was for:
+// an async waiter's ring wait is withdrawn by a cancel only later, or
+// never (shmsem_waiter_cancel), and the slot may meanwhile serve a new
+// waiter. A wake of one could land on the stale wait and leave the new
+// waiter asleep until its next periodic wake-up. The stale wait sees a
+// spurious wake-up. The same system call either way.
+inline void wake_slot(shmsem_t *s, uint32_t w) {
+  futex_wake(&s->slots[w].word, INT32_MAX);
 }
 
 // The token of lease `l` at generation `gen`: names this semaphore too.

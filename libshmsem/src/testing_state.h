@@ -11,6 +11,7 @@ enum : unsigned {
   kLimitNoPidfd = 1u << 1,  // no pidfd_open (Linux < 5.3, or seccomp)
   kLimitNoProc = 1u << 2,   // /proc unreadable
   kLimitNoUring = 1u << 3,  // no IORING_OP_FUTEX_WAIT (Linux < 6.7, seccomp)
+  kLimitNoWaitv = 1u << 4,  // no futex_waitv (Linux < 5.16, seccomp)
 };
 }  // namespace shmsem::detail
 

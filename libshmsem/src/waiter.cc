@@ -8,6 +8,7 @@
 #include "hooks.h"
 #include "lock.h"
 #include "owner.h"
+#include "reclaim.h"
 #include "tables.h"
 
 namespace shmsem::detail {
@@ -93,6 +94,19 @@ int waiter_start(shmsem_t *s, bool may_queue, const Limit *limit, Waiter *w,
   return 1;
 }
 
+int waiter_start_by(shmsem_t *s, bool expired, const Limit *limit, Waiter *w,
+                    shmsem_lease_t *lease) {
+  int r = waiter_start(s, !expired, limit, w, lease);
+  if (r != -EAGAIN) return r;
+  // No permit now and we may not wait: first reclaim permits of dead
+  // holders (rate-limited to one pass per watch period), then retry.
+  if (maybe_reclaim(s, limit) > 0) r = waiter_start(s, false, limit, w, lease);
+  if (r != -EAGAIN) return r;
+  LockGuard guard(s, limit);  // counters change only under the lock
+  if (!guard.error()) stat_bump(s->core->timeouts);
+  return -ETIMEDOUT;
+}
+
 namespace {
 
 // The lock stayed held by another past the caller's limit (`err`): leave
@@ -135,6 +149,12 @@ int complete(shmsem_t *s, const Waiter &w, int abandon_reason,
     if (guard.error()) return leave_unlocked(s, w, guard.error());
     SHMSEM_HOOK(WAIT_RETURN_LOCKED);
     WaiterSlot &ws = s->slots[w.slot];
+    if (ws.ticket != w.ticket) {
+      // Not our wait any more: reclamation withdrew it (its thread ended;
+      // an async waiter may outlive the thread that started it) and the
+      // slot may serve another waiter now. Touch nothing.
+      return -ENOTRECOVERABLE;
+    }
     if (abandon_reason &&
         ws.word.load(std::memory_order_relaxed) == kSlotWaiting) {
       // We win the one-shot transition: leave the queue owning nothing.
@@ -158,7 +178,7 @@ int complete(shmsem_t *s, const Waiter &w, int abandon_reason,
   if (next_watcher != kNone) {
     std::atomic_thread_fence(std::memory_order_seq_cst);
     if (s->slots[next_watcher].sleeping.load(std::memory_order_seq_cst))
-      futex_wake(&s->slots[next_watcher].word, 1);
+      wake_slot(s, next_watcher);
   }
   return r;
 }
@@ -167,8 +187,11 @@ int complete(shmsem_t *s, const Waiter &w, int abandon_reason,
 
 int waiter_poll(shmsem_t *s, const Waiter &w, const Limit *limit,
                 shmsem_lease_t *lease) {
-  // Acquire: pairs with the release CAS of the new word (grant.cc).
-  if (waiter_word(s, w)->load(std::memory_order_acquire) == kSlotWaiting)
+  // Acquire: pairs with the release CAS of the new word (grant.cc). A
+  // slot that serves another ticket now is completed (as not ours) under
+  // the lock.
+  if (waiter_word(s, w)->load(std::memory_order_acquire) == kSlotWaiting &&
+      __atomic_load_n(&s->slots[w.slot].ticket, __ATOMIC_RELAXED) == w.ticket)
     return -EINPROGRESS;
   return complete(s, w, 0, limit, lease);
 }
@@ -205,7 +228,7 @@ void waiter_cancel_remote(shmsem_t *s, uint32_t slot, uint64_t ticket) {
       }
     }
   }
-  if (wake) futex_wake(&s->slots[slot].word, 1);
+  if (wake) wake_slot(s, slot);
 }
 
 }  // namespace shmsem::detail

@@ -23,6 +23,12 @@ struct Waiter {
 int waiter_start(shmsem_t *s, bool may_queue, const Limit *limit, Waiter *w,
                  shmsem_lease_t *lease);
 
+// waiter_start for a call with a deadline, `expired` if it has passed: an
+// expired call that finds no permit runs a reclamation pass (one per watch
+// period) and tries once more, then counts a timeout: -ETIMEDOUT.
+int waiter_start_by(shmsem_t *s, bool expired, const Limit *limit, Waiter *w,
+                    shmsem_lease_t *lease);
+
 // The futex word to sleep on; sleep only while it reads kSlotWaiting.
 inline std::atomic<uint32_t> *waiter_word(shmsem_t *s, const Waiter &w) {
   return &s->slots[w.slot].word;

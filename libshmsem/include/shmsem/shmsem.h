@@ -235,6 +235,135 @@ int shmsem_acquire_ex(shmsem_t *s, const struct timespec *deadline,
 		      shmsem_lease_t *lease);
 
 /*
+ * Acquiring without blocking a thread (event loops): a waiter is one
+ * acquire taken apart into steps, driven by the caller's loop. It is the
+ * same state machine the blocking calls run (start, sleep on the slot's
+ * futex word while it holds `value`, poll after any wake-up, cancel), so
+ * FIFO order, the one-shot race of a cancel or a timeout with the grant,
+ * shutdown and crash recovery are the same. <shmsem/uring.h> drives it from
+ * an io_uring; shmsem_notifier_* (below) from any loop that polls a file
+ * descriptor. shmsem(7), "Async use".
+ *
+ * A waiter is caller memory: nothing is allocated per acquire. Its calls
+ * must not run concurrently with each other on the same waiter (one
+ * thread at a time, as an event loop does); different waiters are
+ * independent. A queued wait belongs to the thread that started it, as a
+ * blocking wait does: if that thread ends, the wait is withdrawn (its place
+ * reclaimed, a permit granted to it passed on) and the next poll returns
+ * -ENOTRECOVERABLE. Keep the starting thread alive while it waits.
+ */
+typedef struct shmsem_waiter {
+	uint64_t __opaque[10];
+	int64_t __ring_ts[2]; /* <shmsem/uring.h>: its linked timeout's time */
+} shmsem_waiter_t;
+
+/* shmsem_waiter_start: the acquire is queued. */
+#define SHMSEM_QUEUED 1
+
+/*
+ * Start an acquire that does not wait. Returns 0 with `lease` filled if a
+ * permit was taken at once (`w` stays unused), SHMSEM_QUEUED if the caller
+ * now waits in the queue (drive `w` with the calls below until one
+ * completes it). `deadline` (absolute CLOCK_MONOTONIC, NULL none) bounds
+ * the wait: a deadline already past and no permit free is -ETIMEDOUT at
+ * once. The first call in a thread, and a deadline that is reached while
+ * another process holds the internal lock, may block as shmsem_acquire_until
+ * does. Errors: -ESHUTDOWN closed; -EBUSY the queue is full; -ETIMEDOUT;
+ * -EINVAL bad timespec; -EBADF read-only handle; -EXDEV another PID
+ * namespace.
+ */
+int shmsem_waiter_start(shmsem_t *s, shmsem_waiter_t *w,
+			const struct timespec *deadline, shmsem_lease_t *lease);
+
+/*
+ * The futex word of a queued waiter and the value it holds while the wait
+ * goes on: wait on it with FUTEX_WAIT (shared, not FUTEX_PRIVATE_FLAG;
+ * 32-bit), FUTEX_WAITV or IORING_OP_FUTEX_WAIT. Anything that changes the
+ * outcome (a grant, a cancel, shutdown) changes the word and wakes every
+ * waiter on it. Returns 0, or -EINVAL if `w` is not queued.
+ */
+int shmsem_waiter_futex(const shmsem_waiter_t *w, uint32_t **word,
+			uint32_t *value);
+
+/*
+ * When the caller must poll `w` at the latest even if the word does not
+ * change (absolute CLOCK_MONOTONIC): its deadline, or the time of its next
+ * share of the watch for dead processes (below). Valid after a start that
+ * queued and after each poll that returns -EINPROGRESS.
+ * Returns 0, or -EINVAL if `w` is not queued.
+ */
+int shmsem_waiter_wake_by(const shmsem_waiter_t *w, struct timespec *at);
+
+/*
+ * After any wake-up (the word changed, the wake-by time came, or none at
+ * all): -EINPROGRESS while still queued, with a new wake-by time; else the
+ * wait completes and `w` is unused again: 0 with `lease` (granted),
+ * -ETIMEDOUT (the deadline passed; a grant that raced with it wins),
+ * -ESHUTDOWN (closed while queued), -ENOTRECOVERABLE (the starting thread
+ * ended and the wait was withdrawn). While queued, a poll also does this
+ * waiter's share of watching for dead holders and waiters, which is why it
+ * must come by the wake-by time: a queue whose waiters all wait
+ * asynchronously is kept moving by their polls (shmsem(7)). -EINVAL if `w`
+ * is not queued.
+ */
+int shmsem_waiter_poll(shmsem_waiter_t *w, shmsem_lease_t *lease);
+
+/*
+ * Withdraw a queued waiter. One-shot against the grant: returns -ECANCELED
+ * if the wait was withdrawn owning nothing, 0 with `lease` if the grant
+ * had already won (the caller owns the lease and must release it),
+ * -ESHUTDOWN if shutdown won, -ENOTRECOVERABLE as for poll. Either way `w`
+ * is unused again and no place is left in the queue. A futex wait on the
+ * word that is still pending (a ring's) may be woken later, spuriously.
+ * -EINVAL if `w` is not queued.
+ */
+int shmsem_waiter_cancel(shmsem_waiter_t *w, shmsem_lease_t *lease);
+
+/*
+ * A readable file descriptor for loops that cannot wait on a futex word
+ * (epoll, poll(2), libuv, asio): a notifier is one eventfd and one helper
+ * thread of the caller's process, which waits (futex_waitv(2)) on the words
+ * of up to SHMSEM_NOTIFIER_MAX added waiters and makes each ready when its
+ * word changes or its wake-by time comes. When the descriptor is readable,
+ * take the ready waiters with shmsem_notifier_next and poll each; add again
+ * those still queued. The notifier never completes a wait: cancel and
+ * timeout are the waiter's own calls. Create it in the process that uses
+ * it (a fork child does not inherit the thread).
+ */
+typedef struct shmsem_notifier shmsem_notifier_t;
+#define SHMSEM_NOTIFIER_MAX 127
+
+/* Errors: -ENOMEM, -EMFILE, -EAGAIN (no thread) from the system. */
+int shmsem_notifier_create(shmsem_notifier_t **out);
+/* The eventfd (close-on-exec, non-blocking): readable while a waiter is
+ * ready. Owned by the notifier: do not close it. */
+int shmsem_notifier_fd(const shmsem_notifier_t *n);
+/* Watch queued waiter `w`, reported as `user_data`. `w` must not be polled,
+ * cancelled or reused until shmsem_notifier_next returned it or
+ * shmsem_notifier_remove removed it. Errors: -EINVAL `w` not queued or
+ * already added; -ENOSPC SHMSEM_NOTIFIER_MAX waiters added. */
+int shmsem_notifier_add(shmsem_notifier_t *n, shmsem_waiter_t *w,
+			uint64_t user_data);
+/* Stop watching `w` (before cancelling it). When it returns, the helper
+ * thread no longer reads `w`. Errors: -ENOENT not added (or already
+ * returned by shmsem_notifier_next). */
+int shmsem_notifier_remove(shmsem_notifier_t *n, shmsem_waiter_t *w);
+/* One ready waiter: 0 with its `user_data` (it is no longer added), or
+ * -EAGAIN none ready now. */
+int shmsem_notifier_next(shmsem_notifier_t *n, uint64_t *user_data);
+/* Stop the thread, close the descriptor, free. Waiters still added are
+ * simply no longer watched. NULL is ignored. */
+void shmsem_notifier_destroy(shmsem_notifier_t *n);
+
+/*
+ * Whether this kernel waits on futex words inside an io_uring
+ * (IORING_OP_FUTEX_WAIT, Linux 6.7+), tested once per process with a real
+ * wait in a real ring: 0 yes, -EOPNOTSUPP no (an older kernel, a seccomp
+ * filter, kernel.io_uring_disabled). <shmsem/uring.h> needs it.
+ */
+int shmsem_uring_probe(void);
+
+/*
  * Return the permit of `lease`: to the oldest waiter if one is queued (one
  * FUTEX_WAKE), else to the pool. Accepted after shutdown, from any process
  * that has the token.

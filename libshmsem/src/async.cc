@@ -1,0 +1,163 @@
+#include "async.h"
+
+#include <errno.h>
+#include <string.h>
+
+#include <algorithm>
+
+#include "cancelstate.h"
+#include "clock.h"
+#include "hooks.h"
+#include "layout.h"
+#include "limit.h"
+#include "owner.h"
+#include "reclaim.h"
+#include "waiter.h"
+
+namespace shmsem::detail {
+namespace {
+
+// What a shmsem_waiter_t holds. Caller memory, written only by these
+// calls, so trusted as far as the caller's own memory is; the slot it
+// names is checked against the handle's geometry all the same.
+struct AsyncWaiter {
+  shmsem_t *s;
+  uint64_t ticket;
+  uint64_t deadline;  // mono_ns() time; 0 none
+  uint64_t pass_at;   // the watch: next pass while watcher (real clock)
+  uint64_t wake_by;   // real CLOCK_MONOTONIC: poll by then at the latest
+  uint32_t slot;
+  uint32_t state;     // kQueued while queued; anything else: unused
+  int32_t pid;        // the process that queued it (a fork child did not)
+  uint32_t watching;  // held the watcher role at the last step
+};
+static_assert(sizeof(AsyncWaiter) <= sizeof(shmsem_waiter_t::__opaque));
+
+constexpr uint32_t kQueued = 0x51554555;  // "QUEU"
+
+AsyncWaiter *impl(shmsem_waiter_t *w) {
+  return reinterpret_cast<AsyncWaiter *>(w->__opaque);
+}
+const AsyncWaiter *impl(const shmsem_waiter_t *w) {
+  return reinterpret_cast<const AsyncWaiter *>(w->__opaque);
+}
+
+bool queued(const AsyncWaiter *a) {
+  return a->state == kQueued && a->s && a->slot < a->s->max_waiters &&
+         a->pid == self_pid();
+}
+
+// The limit a blocking acquire with this deadline passes down (acquire.cc).
+Limit limit_of(const AsyncWaiter *a) {
+  return Limit{a->deadline ? std::max<uint64_t>(a->deadline, 1) : 0, nullptr,
+               false};
+}
+
+// One step of the watch, as a blocking waiter takes before each sleep,
+// polling on its period (no ring of ours: the caller's loop is the timer).
+// Sets the time to poll by.
+void watch(AsyncWaiter *a, const Limit *limit) {
+  WatchState st;
+  st.watching = a->watching != 0;
+  st.pass_at = a->pass_at;
+  st.broken = true;  // no events: the wake-up is the caller's
+  WatchPlan plan = watch_step(a->s, a->slot, limit, &st);
+  a->watching = st.watching;
+  a->pass_at = st.pass_at;
+  uint64_t at = plan.wake_at;
+  if (a->deadline) at = std::min(at, deadline_wake_at(a->deadline));
+  a->wake_by = at;
+}
+
+int finish(AsyncWaiter *a, int r) {
+  a->state = 0;
+  return r;
+}
+
+}  // namespace
+
+int async_start(shmsem_t *s, shmsem_waiter_t *w, const timespec *deadline_ts,
+                shmsem_lease_t *lease) {
+  if (!s || !w || !lease) return -EINVAL;
+  AsyncWaiter *a = impl(w);
+  memset(w, 0, sizeof *w);
+  uint64_t deadline = 0;
+  if (deadline_ts) {
+    int e = deadline_ns(deadline_ts, &deadline);
+    if (e) return e;
+  }
+  a->s = s;
+  a->deadline = deadline_ts ? std::max<uint64_t>(deadline, 1) : 0;
+  const Limit limit = limit_of(a);
+  const bool expired = deadline_ts && mono_ns() >= deadline;
+  // Nothing below is a cancellation point: this is not a blocking call.
+  NoCancel no_cancel;
+  Waiter wt;
+  int r = waiter_start_by(s, expired, &limit, &wt, lease);
+  if (r == 0) SHMSEM_HOOK(ACQUIRE_TAKEN);
+  if (r <= 0) return r;
+  // The waker skips FUTEX_WAKE while `sleeping` reads 0 (it only spins);
+  // the caller's futex wait is in the kernel from now on, so announce it
+  // for the whole wait. Dekker with release.cc: a grant stored before this
+  // is seen by the futex wait's own read of the word.
+  s->slots[wt.slot].sleeping.store(1, std::memory_order_seq_cst);
+  SHMSEM_HOOK(ACQUIRE_ENQUEUED);
+  a->slot = wt.slot;
+  a->ticket = wt.ticket;
+  a->pid = self_pid();
+  a->state = kQueued;
+  watch(a, &limit);
+  return SHMSEM_QUEUED;
+}
+
+int async_futex(const shmsem_waiter_t *w, uint32_t **word, uint32_t *value) {
+  if (!w || !word || !value) return -EINVAL;
+  const AsyncWaiter *a = impl(w);
+  if (!queued(a)) return -EINVAL;
+  // std::atomic<uint32_t> is a plain 32-bit word (the futex calls here
+  // pass it the same way).
+  *word = reinterpret_cast<uint32_t *>(waiter_word(a->s, Waiter{a->slot, 0}));
+  *value = kSlotWaiting;
+  return 0;
+}
+
+int async_wake_by(const shmsem_waiter_t *w, timespec *at) {
+  if (!w || !at) return -EINVAL;
+  const AsyncWaiter *a = impl(w);
+  if (!queued(a)) return -EINVAL;
+  *at = ns_to_ts(a->wake_by);
+  return 0;
+}
+
+int async_poll(shmsem_waiter_t *w, shmsem_lease_t *lease) {
+  if (!w || !lease) return -EINVAL;
+  AsyncWaiter *a = impl(w);
+  if (!queued(a)) return -EINVAL;
+  NoCancel no_cancel;  // a pass reads /proc and polls pidfds
+  const Limit limit = limit_of(a);
+  const Waiter wt{a->slot, a->ticket};
+  int r = waiter_poll(a->s, wt, &limit, lease);
+  if (r != -EINPROGRESS) return finish(a, r);
+  if (a->deadline && mono_ns() >= a->deadline) {
+    SHMSEM_HOOK(WAIT_TIMEOUT_FIRED);
+    return finish(a, waiter_abandon(a->s, wt, -ETIMEDOUT, &limit, lease));
+  }
+  watch(a, &limit);
+  return -EINPROGRESS;
+}
+
+int async_cancel(shmsem_waiter_t *w, shmsem_lease_t *lease) {
+  if (!w || !lease) return -EINVAL;
+  AsyncWaiter *a = impl(w);
+  if (!queued(a)) return -EINVAL;
+  NoCancel no_cancel;
+  // Bounded as a try: a lock held by a stopped process makes the waiter
+  // leave without it (waiter.h), giving up a grant that already won.
+  const Limit now{1};
+  SHMSEM_HOOK(WAIT_CANCEL_SEEN);
+  int r = waiter_abandon(a->s, Waiter{a->slot, a->ticket}, -ECANCELED, &now,
+                         lease);
+  return finish(a, r == -ETIMEDOUT ? -ECANCELED : r);
+}
+
+}  // namespace shmsem::detail

@@ -80,6 +80,8 @@ int waiter_start(shmsem_t *s, bool may_queue, const Limit *limit, Waiter *w,
   ws.lease = kNone;
   ws.ticket = c->next_ticket++;
   ws.enq_ns.store(mono_ns(), std::memory_order_relaxed);
+  // An async waiter left it at 1 for its whole wait (async.cc).
+  ws.sleeping.store(0, std::memory_order_relaxed);
   ws.word.store(kSlotWaiting, std::memory_order_release);  // commit
   SHMSEM_HOOK(ENQUEUE_COMMITTED);
   queue_append(s, slot);

@@ -33,7 +33,9 @@
 #include <atomic>
 #include <climits>
 
+#include <liburing.h>
 #include <shmsem/shmsem.h>
+#include <shmsem/uring.h>
 
 #include "common.h"
 
@@ -82,6 +84,55 @@ class Shmsem {
 
  private:
   shmsem_t *s_ = nullptr;
+};
+
+// shmsem's non-blocking waiter driven through an io_uring
+// (<shmsem/uring.h>): the same semaphore, the wait parked in a ring of
+// the waiting process (one per process, made at its first wait) instead
+// of FUTEX_WAIT. The uncontended path is the same start call; a queued
+// acquire sleeps in io_uring_enter until the grant's CQE.
+class ShmsemRing : public Shmsem {
+ public:
+  static constexpr const char *kName = "shmsem_uring";
+  ~ShmsemRing() {
+    if (ring_pid_ == getpid()) io_uring_queue_exit(&ring_);
+  }
+  int init(uint32_t permits, uint32_t max_waiters) {
+    if (shmsem_uring_probe() != 0) return -EOPNOTSUPP;
+    return Shmsem::init(permits, max_waiters);
+  }
+  uint64_t acquire() {
+    shmsem_waiter_t w;
+    shmsem_lease_t l;
+    int r = shmsem_waiter_start(handle(), &w, nullptr, &l);
+    if (r == SHMSEM_QUEUED) {
+      if (ring_pid_ != getpid()) {
+        // A fork child does not use its parent's ring.
+        if (io_uring_queue_init(8, &ring_, 0) < 0) die("io_uring_queue_init", -1);
+        ring_pid_ = getpid();
+      }
+      do {
+        if (shmsem_uring_prep_wait(&ring_, &w, 1) != 0)
+          die("shmsem_uring_prep_wait", -1);
+        io_uring_submit(&ring_);
+        for (;;) {
+          io_uring_cqe *cqe;
+          if (io_uring_wait_cqe(&ring_, &cqe) != 0) continue;
+          uint64_t tag = io_uring_cqe_get_data64(cqe);
+          io_uring_cqe_seen(&ring_, cqe);
+          if (tag == 1) break;
+        }
+        r = shmsem_waiter_poll(&w, &l);
+      } while (r == -EINPROGRESS);
+    }
+    if (r != 0) die("shmsem_waiter_start/poll", r);
+    sem_ = l.sem;
+    return l.gen << 20 | l.index;
+  }
+
+ private:
+  io_uring ring_{};
+  pid_t ring_pid_ = 0;
 };
 
 // glibc's sem_t in a shared mapping (sem_init pshared=1).

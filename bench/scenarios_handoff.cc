@@ -133,6 +133,7 @@ void PinArgs(benchmark::internal::Benchmark *b) {
 #define PINGPONG(A) \
   BENCHMARK_TEMPLATE(BM_PingPong, A)->Apply(PinArgs)->UseRealTime()->MinTime(0.2)
 PINGPONG(Shmsem);
+PINGPONG(ShmsemRing);
 PINGPONG(GlibcSem);
 PINGPONG(SysV);
 PINGPONG(Ticket);
@@ -142,6 +143,7 @@ PINGPONG(RawFutexTimed);
 #define HANDOFF(A) \
   BENCHMARK_TEMPLATE(BM_Handoff, A)->Apply(PinArgs)->UseManualTime()->Iterations(2000)
 HANDOFF(Shmsem);
+HANDOFF(ShmsemRing);
 HANDOFF(GlibcSem);
 HANDOFF(SysV);
 HANDOFF(SysVUndo);

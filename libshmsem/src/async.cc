@@ -30,10 +30,20 @@ struct AsyncWaiter {
   uint32_t state;     // kQueued while queued; anything else: unused
   int32_t pid;        // the process that queued it (a fork child did not)
   uint32_t watching;  // held the watcher role at the last step
+  uint32_t napped;    // took a backup's nap before
 };
 static_assert(sizeof(AsyncWaiter) <= sizeof(shmsem_waiter_t::__opaque));
 
 constexpr uint32_t kQueued = 0x51554555;  // "QUEU"
+
+// A backup's nap, per waiter queued: the queue as a whole comes back about
+// once a second to see whether the watcher is late, where blocking backups
+// come every 4 ms (reclaim.h). Each ring timeout that fires costs the
+// kernel a walk of that ring's pending futex waits (io_cancel_remove), and
+// the oldest waits, whose naps end first, are at the far end: with the
+// blocking rate, 30,000 waits pending on one ring kept a CPU busy in that
+// walk (bench/ring_scale). A dead watcher is taken over in about a second.
+constexpr uint64_t kBackupAsyncNs = 1'000'000'000;
 
 AsyncWaiter *impl(shmsem_waiter_t *w) {
   return reinterpret_cast<AsyncWaiter *>(w->__opaque);
@@ -65,6 +75,23 @@ void watch(AsyncWaiter *a, const Limit *limit) {
   a->watching = st.watching;
   a->pass_at = st.pass_at;
   uint64_t at = plan.wake_at;
+  if (!st.watching) {
+    // A backup: n x kBackupAsyncNs for a queue of n, within
+    // [kBackupAsyncNs, kMaxBackupNapNs]. The first nap is spread evenly
+    // over that span, so that waiters queued together do not all come
+    // back together, and the first of them comes soon.
+    uint64_t n = std::clamp<uint64_t>(
+        a->s->core->waiting.load(std::memory_order_relaxed), 1,
+        a->s->max_waiters);
+    uint64_t nap = std::clamp(kBackupAsyncNs * n, kBackupAsyncNs,
+                              kMaxBackupNapNs);
+    if (!a->napped) {
+      a->napped = 1;
+      uint64_t x = (a->ticket ^ real_mono_ns()) * 0x9e3779b97f4a7c15ull;
+      nap = kBackupAsyncNs + (x ^ (x >> 29)) % nap;
+    }
+    at = real_mono_ns() + nap;
+  }
   if (a->deadline) at = std::min(at, deadline_wake_at(a->deadline));
   a->wake_by = at;
 }

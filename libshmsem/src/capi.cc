@@ -15,6 +15,7 @@
 #include "fastpath.h"
 #include "handle.h"
 #include "hooks.h"
+#include "notifier.h"
 #include "owner.h"
 #include "reclaim.h"
 #include "release.h"
@@ -225,4 +226,32 @@ SHMSEM_API const char *shmsem_strerror(int err) {
       return strerror_r_text(strerror_r(err, buf, sizeof buf), buf);
     }
   }
+}
+
+// The notifier (notifier.h): process-local, so no PID namespace check.
+SHMSEM_API int shmsem_notifier_create(shmsem_notifier_t **out) {
+  return d::notifier_create(out);
+}
+
+SHMSEM_API int shmsem_notifier_fd(const shmsem_notifier_t *n) {
+  return d::notifier_fd(n);
+}
+
+SHMSEM_API int shmsem_notifier_add(shmsem_notifier_t *n, shmsem_waiter_t *w,
+                                   uint64_t user_data) {
+  return d::notifier_add(n, w, user_data);
+}
+
+SHMSEM_API int shmsem_notifier_remove(shmsem_notifier_t *n,
+                                      shmsem_waiter_t *w) {
+  return d::notifier_remove(n, w);
+}
+
+SHMSEM_API int shmsem_notifier_next(shmsem_notifier_t *n,
+                                    uint64_t *user_data) {
+  return d::notifier_next(n, user_data);
+}
+
+SHMSEM_API void shmsem_notifier_destroy(shmsem_notifier_t *n) {
+  d::notifier_destroy(n);
 }

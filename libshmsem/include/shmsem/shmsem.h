@@ -339,8 +339,9 @@ int shmsem_notifier_create(shmsem_notifier_t **out);
  * ready. Owned by the notifier: do not close it. */
 int shmsem_notifier_fd(const shmsem_notifier_t *n);
 /* Watch queued waiter `w`, reported as `user_data`. `w` must not be polled,
- * cancelled or reused until shmsem_notifier_next returned it or
- * shmsem_notifier_remove removed it. Errors: -EINVAL `w` not queued or
+ * cancelled or reused, nor its semaphore detached, until
+ * shmsem_notifier_next returned it or shmsem_notifier_remove removed it
+ * (the thread waits on the word in the segment). Errors: -EINVAL `w` not queued or
  * already added; -ENOSPC SHMSEM_NOTIFIER_MAX waiters added. */
 int shmsem_notifier_add(shmsem_notifier_t *n, shmsem_waiter_t *w,
 			uint64_t user_data);

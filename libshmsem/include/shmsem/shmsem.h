@@ -53,7 +53,8 @@
  * acquires, releases or takes the internal lock: -EXDEV (read-only handles
  * still read). The library keeps
  * no descriptors, no threads and no signal handlers in the caller's
- * process, installs no atfork handler, and maps one private page
+ * process (except the eventfd and thread of a notifier the caller
+ * creates, below), installs no atfork handler, and maps one private page
  * (MADV_WIPEONFORK) per process.
  *
  * Thread cancellation: shmsem_acquire, shmsem_acquire_until and
@@ -333,10 +334,12 @@ int shmsem_waiter_cancel(shmsem_waiter_t *w, shmsem_lease_t *lease);
 typedef struct shmsem_notifier shmsem_notifier_t;
 #define SHMSEM_NOTIFIER_MAX 127
 
-/* Errors: -ENOMEM, -EMFILE, -EAGAIN (no thread) from the system. */
+/* Errors: -EINVAL NULL `out`; -ENOMEM, -EMFILE, -ENFILE, -EAGAIN (no
+ * thread), -EPERM from the system. */
 int shmsem_notifier_create(shmsem_notifier_t **out);
-/* The eventfd (close-on-exec, non-blocking): readable while a waiter is
- * ready. Owned by the notifier: do not close it. */
+/* The eventfd (close-on-exec, non-blocking): readable exactly while
+ * shmsem_notifier_next has a waiter to return (with edge-triggered epoll,
+ * call it until -EAGAIN). Owned by the notifier: do not close it. */
 int shmsem_notifier_fd(const shmsem_notifier_t *n);
 /* Watch queued waiter `w`, reported as `user_data`. `w` must not be polled,
  * cancelled or reused, nor its semaphore detached, until

@@ -63,11 +63,19 @@ static int child(shmsem_t *s, struct board *b, int procs, int me, int pending)
 	int *global = calloc((size_t)pending, sizeof *global);
 	int r, done = 0;
 
-	if (!w || !global)
+	if (!w || !global) {
+		free(w);
+		free(global);
 		return fail(b, "calloc", -ENOMEM);
+	}
 	r = io_uring_queue_init(4096, &ring, 0);
-	if (r < 0)
+	if (r < 0) {
+		free(w);
+		free(global);
 		return fail(b, "io_uring_queue_init", r);
+	}
+	/* From here a failure returns at once: the child _exits, which frees
+	 * everything (and its pending waits are reclaimed as a dead thread's). */
 
 	/* Batch k of the whole queue belongs to child k % procs. */
 	int batches = (pending + BATCH - 1) / BATCH;
@@ -135,12 +143,20 @@ static int child(shmsem_t *s, struct board *b, int procs, int me, int pending)
 	return 0;
 }
 
+/* A whole decimal number within [lo, hi], else -1. */
+static long number(const char *arg, long lo, long hi)
+{
+	char *end;
+	errno = 0;
+	long v = strtol(arg, &end, 10);
+	return errno || end == arg || *end || v < lo || v > hi ? -1 : v;
+}
+
 int main(int argc, char **argv)
 {
-	int procs = argc > 1 ? atoi(argv[1]) : 3;
-	int pending = argc > 2 ? atoi(argv[2]) : 2000;
-	if (procs < 1 || procs > 64 || pending < 1 || pending > 100000 ||
-	    pending % BATCH) {
+	int procs = argc > 1 ? (int)number(argv[1], 1, 64) : 3;
+	int pending = argc > 2 ? (int)number(argv[2], 1, 100000) : 2000;
+	if (argc > 3 || procs < 0 || pending < 0 || pending % BATCH) {
 		fprintf(stderr, "usage: %s [PROCESSES (1-64) [PENDING (a multiple of %d)]]\n",
 			argv[0], BATCH);
 		return 2;
@@ -151,7 +167,7 @@ int main(int argc, char **argv)
 	}
 	int total = procs * pending;
 	char name[64];
-	snprintf(name, sizeof name, "/shmsem-uring-loop-%d", (int)getpid());
+	(void)snprintf(name, sizeof name, "/shmsem-uring-loop-%d", (int)getpid()); /* fits */
 	struct shmsem_config cfg = { .permits = 1, .max_waiters = (uint32_t)total };
 	shmsem_t *s;
 	int r = shmsem_create(name, &cfg, SHMSEM_EXCL, &s);

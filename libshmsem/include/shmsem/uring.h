@@ -98,6 +98,7 @@ static inline int shmsem_uring_prep_wait(struct io_uring *ring,
 	sqe->flags |= IOSQE_IO_LINK;
 	io_uring_sqe_set_data64(sqe, user_data);
 
+	/* cppcheck-suppress cstyleCast ; a C header: no C++ casts */
 	kts = (struct __kernel_timespec *)(void *)w->__ring_ts;
 	kts->tv_sec = at.tv_sec;
 	kts->tv_nsec = at.tv_nsec;

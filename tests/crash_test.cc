@@ -10,10 +10,13 @@
 #include <gtest/gtest.h>
 #include <shmsem/shmsem.h>
 #include <signal.h>
+#include <linux/futex.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <random>
 #include <string>
@@ -56,11 +59,11 @@ bool is_create_point(int point) {
 
 // The victim's script, one step per operation; `op` names the step running.
 enum Op { kOpFast, kOpReleaseToWaiters, kOpQueued, kOpTimeout, kOpCancel,
-          kOpReclaim, kOpHandoff, kOpRepair, kOpShutdown, kOpCount };
+          kOpReclaim, kOpHandoff, kOpRepair, kOpShutdown, kOpAsync, kOpCount };
 const char *const kOpNames[] = {"fast-acquire", "release-to-waiters",
                                 "queued-acquire", "timeout", "cancel",
                                 "reclaim", "lock-free-handoff", "repair",
-                                "shutdown"};
+                                "shutdown", "async"};
 
 struct Board {
   std::atomic<int> op{-1};         // victim's current step
@@ -287,6 +290,69 @@ void victim_script(const std::string &name, uint32_t permits, Board *b,
   shmsem_detach(s);
 }
 
+// The async victim (shmsem_waiter_*): hands its permits to the survivors
+// as the other script does, then three rounds of a non-blocking waiter
+// driven by a plain futex loop, as an event loop would: granted, cancelled,
+// timed out. A blocker holds every permit until the round says so, so the
+// waiter really queues.
+int async_wait(shmsem_waiter_t *w, shmsem_lease_t *l) {
+  for (;;) {
+    int r = shmsem_waiter_poll(w, l);
+    if (r != -EINPROGRESS) return r;
+    uint32_t *word, value;
+    timespec at;
+    if (shmsem_waiter_futex(w, &word, &value) || shmsem_waiter_wake_by(w, &at))
+      return -EPROTO;
+    timespec rel = in_us(0);
+    long ns = (at.tv_sec - rel.tv_sec) * 1'000'000'000L + (at.tv_nsec - rel.tv_nsec);
+    ns = std::clamp(ns, 0L, 10'000'000L);
+    rel = timespec{0, ns};
+    syscall(SYS_futex, word, FUTEX_WAIT, value, &rel, nullptr, 0);
+  }
+}
+
+void async_script(const std::string &name, uint32_t permits, Board *b) {
+  shmsem_t *s = nullptr;
+  if (shmsem_open(name.c_str(), 0, &s) != 0) _exit(20);
+  shmsem_lease_t l[4];
+  b->op = kOpFast;
+  for (uint32_t i = 0; i < permits; i++)
+    if (shmsem_acquire(s, &l[i]) != 0) _exit(21);
+  b->holding = 1;
+  b->op = kOpReleaseToWaiters;
+  wait_until([&] { return b->survivors_started.load() == 2; },
+             std::chrono::seconds(5));
+  for (uint32_t i = 0; i < permits; i++)
+    if (shmsem_release(s, &l[i]) != 0) _exit(22);
+
+  b->op = kOpAsync;
+  for (int mode = 0; mode < 3; mode++) {
+    int round = ++b->step;
+    spawn_blocker(s, permits, b, 0, false, round);
+    shmsem_waiter_t w;
+    timespec d = in_us(3000);
+    int r = shmsem_waiter_start(s, &w, mode == 2 ? &d : nullptr, &l[0]);
+    if (r == SHMSEM_QUEUED) {
+      if (mode == 0) {
+        b->step_done = round;  // the blocker lets go: the grant comes
+        r = async_wait(&w, &l[0]);
+      } else if (mode == 1) {
+        r = shmsem_waiter_cancel(&w, &l[0]);
+      } else {
+        r = async_wait(&w, &l[0]);
+      }
+    }
+    b->step_done = round;
+    if (r == 0) {
+      if (shmsem_release(s, &l[0]) != 0) _exit(23);
+    } else if (r != -ECANCELED && r != -ETIMEDOUT) {
+      _exit(24);
+    }
+  }
+  b->op = kOpCount;
+  shmsem_detach(s);
+}
+
 // A survivor: three acquire/release rounds; a closed semaphore ends it.
 int survivor(const std::string &name, Board *b) {
   shmsem_t *s = nullptr;
@@ -314,7 +380,7 @@ struct CaseResult {
 
 // One (hook point, occurrence, kill mode, N) case.
 CaseResult run_case(int point, int nth, bool sigkill, uint32_t permits,
-                    bool with_shutdown) {
+                    bool with_shutdown, bool async = false) {
   CaseResult res;
   Segment seg(permits, 8, "crash");
   Shared<Board> board;
@@ -325,7 +391,10 @@ CaseResult run_case(int point, int nth, bool sigkill, uint32_t permits,
     g_kill.sigkill = sigkill;
     g_kill.board = &*board;
     testing::set_hook(kill_hook, nullptr);
-    victim_script(seg.name(), permits, &*board, with_shutdown);
+    if (async)
+      async_script(seg.name(), permits, &*board);
+    else
+      victim_script(seg.name(), permits, &*board, with_shutdown);
     return 0;
   });
   pid_t s1 = kids.spawn([&] { return survivor(seg.name(), &*board); });
@@ -403,6 +472,41 @@ TEST(Crash, FaultInjectionAtEveryHookPointOfEveryOperation) {
     EXPECT_GT(per_point[point], 0)
         << "never killed at " << testing::hook_name(HookPoint(point));
   }
+}
+
+// The same for the non-blocking waiter: the victim kills itself at the
+// n-th time it reaches each hook point while it starts, polls, cancels and
+// times out async waits; nothing may be lost, nothing left queued.
+TEST(Crash, FaultInjectionAtEveryHookPointOfAnAsyncWaiter) {
+  prctl(PR_SET_CHILD_SUBREAPER, 1);
+  int ran = 0, reached = 0;
+  int per_point[kPoints] = {};
+  for (int point = 0; point < kPoints; point++)
+    for (int nth = 1; nth <= 2; nth++)
+      if (!is_create_point(point))
+      for (bool sigkill : {true, false}) {
+        CaseResult r = run_case(point, nth, sigkill, 1, false, true);
+        ran++;
+        if (r.reached) {
+          reached++;
+          per_point[point]++;
+        }
+        if (::testing::Test::HasFailure()) {
+          ADD_FAILURE() << "stopping after the first failing case";
+          return;
+        }
+      }
+  printf("async fault injection: %d cases run, %d killed at their point\n",
+         ran, reached);
+  // The steps of the waiter itself must each have been killed at.
+  for (HookPoint p : {HookPoint::ACQUIRE_LOCKED, HookPoint::ENQUEUE_SLOT_POPPED,
+                      HookPoint::ENQUEUE_COMMITTED, HookPoint::ACQUIRE_ENQUEUED,
+                      HookPoint::WAIT_RETURN_LOCKED, HookPoint::WAIT_CANCEL_SEEN,
+                      HookPoint::WAIT_TIMEOUT_FIRED,
+                      HookPoint::WAIT_CONSUME_COMMITTED,
+                      HookPoint::RELEASE_GRANTED})
+    EXPECT_GT(per_point[int(p)], 0)
+        << "never killed at " << testing::hook_name(p);
 }
 
 // Random crash stress: workers doing random acquire / timed acquire / try /

@@ -56,6 +56,8 @@ TEST(Waiter, QueuedWaiterIsGrantedThroughItsWord) {
   ASSERT_EQ(shmsem_acquire(seg.get(), &held), 0);
   shmsem_waiter_t w;
   ASSERT_EQ(shmsem_waiter_start(seg.get(), &w, nullptr, &l), SHMSEM_QUEUED);
+  EXPECT_EQ(shmsem_waiter_start(seg.get(), &w, nullptr, &l), -EINVAL)
+      << "a queued waiter is not restarted (its place would be stranded)";
   uint32_t *word;
   uint32_t value;
   ASSERT_EQ(shmsem_waiter_futex(&w, &word, &value), 0);

@@ -107,6 +107,7 @@ int async_start(shmsem_t *s, shmsem_waiter_t *w, const timespec *deadline_ts,
                 shmsem_lease_t *lease) {
   if (!s || !w || !lease) return -EINVAL;
   AsyncWaiter *a = impl(w);
+  if (queued(a)) return -EINVAL;  // wiping it would strand its place
   memset(w, 0, sizeof *w);
   uint64_t deadline = 0;
   if (deadline_ts) {

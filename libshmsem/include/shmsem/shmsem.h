@@ -251,7 +251,11 @@ int shmsem_acquire_ex(shmsem_t *s, const struct timespec *deadline,
  * independent. A queued wait belongs to the thread that started it, as a
  * blocking wait does: if that thread ends, the wait is withdrawn (its place
  * reclaimed, a permit granted to it passed on) and the next poll returns
- * -ENOTRECOVERABLE. Keep the starting thread alive while it waits.
+ * -ENOTRECOVERABLE. Keep the starting thread alive while it waits. In a
+ * fork child a queued waiter copied from its parent is not queued (every
+ * call on it is -EINVAL). Complete or cancel every queued waiter before
+ * shmsem_detach: a wait left queued keeps its place until its thread ends,
+ * and a grant it never takes holds back everyone behind it.
  */
 typedef struct shmsem_waiter {
 	uint64_t __opaque[10];
@@ -262,16 +266,18 @@ typedef struct shmsem_waiter {
 #define SHMSEM_QUEUED 1
 
 /*
- * Start an acquire that does not wait. Returns 0 with `lease` filled if a
+ * Start an acquire that does not wait. `w` must not be queued already.
+ * Returns 0 with `lease` filled if a
  * permit was taken at once (`w` stays unused), SHMSEM_QUEUED if the caller
  * now waits in the queue (drive `w` with the calls below until one
  * completes it). `deadline` (absolute CLOCK_MONOTONIC, NULL none) bounds
  * the wait: a deadline already past and no permit free is -ETIMEDOUT at
  * once. The first call in a thread, and a deadline that is reached while
  * another process holds the internal lock, may block as shmsem_acquire_until
- * does. Errors: -ESHUTDOWN closed; -EBUSY the queue is full; -ETIMEDOUT;
- * -EINVAL bad timespec; -EBADF read-only handle; -EXDEV another PID
- * namespace.
+ * does. On an error `w` is unused. Errors: -ESHUTDOWN closed; -EBUSY the
+ * queue is full; -ETIMEDOUT; -EINVAL bad timespec, or `w` is queued;
+ * -EBADF read-only handle; -EXDEV another PID namespace (poll and cancel
+ * only work on a wait that start admitted).
  */
 int shmsem_waiter_start(shmsem_t *s, shmsem_waiter_t *w,
 			const struct timespec *deadline, shmsem_lease_t *lease);
@@ -279,7 +285,7 @@ int shmsem_waiter_start(shmsem_t *s, shmsem_waiter_t *w,
 /*
  * The futex word of a queued waiter and the value it holds while the wait
  * goes on: wait on it with FUTEX_WAIT (shared, not FUTEX_PRIVATE_FLAG;
- * 32-bit), FUTEX_WAITV or IORING_OP_FUTEX_WAIT. Anything that changes the
+ * 32-bit), futex_waitv(2) or IORING_OP_FUTEX_WAIT. Anything that changes the
  * outcome (a grant, a cancel, shutdown) changes the word and wakes every
  * waiter on it. Returns 0, or -EINVAL if `w` is not queued.
  */
@@ -304,8 +310,11 @@ int shmsem_waiter_wake_by(const shmsem_waiter_t *w, struct timespec *at);
  * ended and the wait was withdrawn). While queued, a poll also does this
  * waiter's share of watching for dead holders and waiters, which is why it
  * must come by the wake-by time: a queue whose waiters all wait
- * asynchronously is kept moving by their polls (shmsem(7)). -EINVAL if `w`
- * is not queued.
+ * asynchronously is kept moving by their polls (shmsem(7)). Completing a
+ * wait takes the internal lock, and a poll that runs a watch pass reads
+ * /proc and pidfds: usually microseconds, but the lock held by a stopped
+ * process is waited for as a blocking acquire waits for it (up to the
+ * deadline: shmsem(7), Races). -EINVAL if `w` is not queued.
  */
 int shmsem_waiter_poll(shmsem_waiter_t *w, shmsem_lease_t *lease);
 
@@ -316,7 +325,10 @@ int shmsem_waiter_poll(shmsem_waiter_t *w, shmsem_lease_t *lease);
  * -ESHUTDOWN if shutdown won, -ENOTRECOVERABLE as for poll. Either way `w`
  * is unused again and no place is left in the queue. A futex wait on the
  * word that is still pending (a ring's) may be woken later, spuriously.
- * -EINVAL if `w` is not queued.
+ * Bounded as shmsem_try_acquire: if another process holds the internal
+ * lock for longer (stopped), the waiter leaves without it, giving up a
+ * grant that had already won (its permit goes on to the next waiter), and
+ * the call returns -ECANCELED. -EINVAL if `w` is not queued.
  */
 int shmsem_waiter_cancel(shmsem_waiter_t *w, shmsem_lease_t *lease);
 
@@ -328,8 +340,9 @@ int shmsem_waiter_cancel(shmsem_waiter_t *w, shmsem_lease_t *lease);
  * word changes or its wake-by time comes. When the descriptor is readable,
  * take the ready waiters with shmsem_notifier_next and poll each; add again
  * those still queued. The notifier never completes a wait: cancel and
- * timeout are the waiter's own calls. Create it in the process that uses
- * it (a fork child does not inherit the thread).
+ * timeout are the waiter's own calls. Its calls may come from any threads
+ * of the process that created it (a fork child does not inherit the
+ * thread, and must not use or destroy its parent's notifier).
  */
 typedef struct shmsem_notifier shmsem_notifier_t;
 #define SHMSEM_NOTIFIER_MAX 127
@@ -339,7 +352,7 @@ typedef struct shmsem_notifier shmsem_notifier_t;
 int shmsem_notifier_create(shmsem_notifier_t **out);
 /* The eventfd (close-on-exec, non-blocking): readable exactly while
  * shmsem_notifier_next has a waiter to return (with edge-triggered epoll,
- * call it until -EAGAIN). Owned by the notifier: do not close it. */
+ * call it until -EAGAIN). Owned by the notifier: do not read or close it. */
 int shmsem_notifier_fd(const shmsem_notifier_t *n);
 /* Watch queued waiter `w`, reported as `user_data`. `w` must not be polled,
  * cancelled or reused, nor its semaphore detached, until

@@ -34,8 +34,13 @@
  * from anyone else (the library wakes every sleeper on a slot word).
  *
  * Each queued waiter costs our shmsem_waiter_t (96 bytes), its slot in the
- * segment (128 bytes, part of max_waiters), and in the kernel two requests
- * (the futex wait and its linked timeout) while the wait is submitted.
+ * segment (132 bytes, part of max_waiters), and in the kernel two requests
+ * (the futex wait and its linked timeout, about 800 bytes of slab
+ * together, bench/RESULTS.md) while the wait is submitted. Each linked
+ * timeout that fires makes the kernel walk the ring's pending futex waits,
+ * so the library keeps them rare (a waiter's share of the watch comes about
+ * once per second per queue, not per waiter); beyond some tens of
+ * thousands of waits on one ring, spread them over several rings.
  */
 #ifndef SHMSEM_URING_H
 #define SHMSEM_URING_H

@@ -1,0 +1,577 @@
+// The C++20 tier of <shmsem/shmsem.hpp>: shmsem::lease releases exactly
+// once (scope exit, exception, moves), release() reports errors, stop_token
+// and chrono waits end in std::nullopt, and errors are std::system_error in
+// shmsem::category(), equal to std::errc conditions.
+#include <gtest/gtest.h>
+#include <shmsem/shmsem.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <limits>
+#include <optional>
+#include <stdexcept>
+#include <stop_token>
+#include <string>
+#include <system_error>
+#include <thread>
+#include <utility>
+
+#include <shmsem/shmsem.hpp>
+
+#include "support/process.h"
+#include "support/segment.h"
+
+namespace shmsem::test {
+namespace {
+
+using std::chrono::hours;
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+using std::chrono::steady_clock;
+
+// Polls the stat until `n` waiters are queued (a state to observe, not an
+// ordering forced by time: the bound only keeps a broken run finite).
+bool waiting_is(shmsem_t *s, uint32_t n) {
+  return wait_until([&] { return counts(s).waiting == n; });
+}
+
+// The error_code a std::system_error thrown by `f` carries; a test failure
+// (and an empty code) if it throws nothing.
+template <typename F>
+std::error_code thrown_code(F &&f) {
+  try {
+    f();
+  } catch (const std::system_error &e) {
+    return e.code();
+  }
+  ADD_FAILURE() << "no std::system_error was thrown";
+  return {};
+}
+
+// A moved-from (or released, or detached) lease: empty, owning nothing.
+// The moved-from state is what the callers check, so the use-after-move
+// checks are off here and at the calls.
+// NOLINTBEGIN(bugprone-use-after-move,clang-analyzer-cplusplus.Move)
+void expect_empty(const lease &l) {
+  EXPECT_FALSE(l);
+  EXPECT_EQ(l.native_handle(), nullptr);
+  EXPECT_EQ(l.token().gen, 0u);
+}
+// NOLINTEND(bugprone-use-after-move,clang-analyzer-cplusplus.Move)
+
+// ---- lease: RAII and moves ------------------------------------------------
+
+TEST(Lease, ReleasesOnScopeExit) {
+  Segment seg(2);
+  auto sem = semaphore::open(seg.name());
+  {
+    lease l = sem.acquire();
+    EXPECT_TRUE(l);
+    EXPECT_EQ(l.native_handle(), sem.native_handle());
+    EXPECT_COUNTS(seg.get(), 1, 1, 0, 0);
+  }
+  EXPECT_COUNTS(seg.get(), 2, 0, 0, 0);
+  EXPECT_INVARIANTS(seg.get());
+}
+
+TEST(Lease, ReleasesWhenTheTaskThrows) {
+  Segment seg(1);
+  auto sem = semaphore::open(seg.name());
+  auto task = [&] {
+    lease l = sem.acquire();
+    EXPECT_COUNTS(seg.get(), 0, 1, 0, 0);
+    throw std::runtime_error("task failed");
+  };
+  EXPECT_THROW(task(), std::runtime_error);
+  EXPECT_COUNTS(seg.get(), 1, 0, 0, 0);
+  EXPECT_INVARIANTS(seg.get());
+}
+
+TEST(Lease, MoveConstructionLeavesTheSourceEmptyAndReleasesOnce) {
+  Segment seg(2);
+  auto sem = semaphore::open(seg.name());
+  std::optional<lease> b;
+  {
+    lease a = sem.acquire();
+    const shmsem_lease_t token = a.token();
+    b.emplace(std::move(a));
+    // The moved-from state is the point (see expect_empty).
+    // cppcheck-suppress accessMoved
+    expect_empty(a);  // NOLINT(bugprone-use-after-move)
+    EXPECT_TRUE(*b);
+    EXPECT_EQ(b->token().gen, token.gen);
+    EXPECT_EQ(b->token().index, token.index);
+    EXPECT_COUNTS(seg.get(), 1, 1, 0, 0);
+  }  // a, moved from, is destroyed while b holds the permit: nothing happens
+  EXPECT_COUNTS(seg.get(), 1, 1, 0, 0);
+  {
+    lease c(std::move(*b));
+    b.reset();  // b, moved from, destroyed while c holds it
+    EXPECT_COUNTS(seg.get(), 1, 1, 0, 0);
+  }  // c releases
+  EXPECT_COUNTS(seg.get(), 2, 0, 0, 0);
+  EXPECT_EQ(sem.stat().acquisitions, 1u);
+  EXPECT_INVARIANTS(seg.get());
+}
+
+TEST(Lease, MoveAssignmentReleasesTheTargetsPermitAndTakesTheSources) {
+  Segment seg(2);
+  auto sem = semaphore::open(seg.name());
+  lease a = sem.acquire();
+  shmsem_lease_t bt{};
+  {
+    lease b = sem.acquire();
+    EXPECT_COUNTS(seg.get(), 0, 2, 0, 0);
+    bt = b.token();
+    a = std::move(b);  // a's permit goes back, b's moves into a
+    EXPECT_COUNTS(seg.get(), 1, 1, 0, 0);
+    // The moved-from state is the point (see expect_empty).
+    // cppcheck-suppress accessMoved
+    expect_empty(b);  // NOLINT(bugprone-use-after-move)
+  }  // b, moved from, is destroyed while a holds its permit: nothing happens
+  EXPECT_COUNTS(seg.get(), 1, 1, 0, 0);
+  EXPECT_EQ(a.token().gen, bt.gen);
+  EXPECT_EQ(a.token().index, bt.index);
+  a = lease();  // assigning an empty lease releases
+  EXPECT_FALSE(a);
+  EXPECT_COUNTS(seg.get(), 2, 0, 0, 0);
+  EXPECT_INVARIANTS(seg.get());
+}
+
+TEST(Lease, OptionalLeaseMovesOutWithoutADoubleRelease) {
+  Segment seg(1);
+  auto sem = semaphore::open(seg.name());
+  {
+    std::optional<lease> o = sem.try_acquire();
+    ASSERT_TRUE(o.has_value());
+    lease l = std::move(*o);  // o still holds a lease object, now empty
+    EXPECT_TRUE(o.has_value());
+    EXPECT_FALSE(*o);
+    EXPECT_COUNTS(seg.get(), 0, 1, 0, 0);
+  }
+  EXPECT_COUNTS(seg.get(), 1, 0, 0, 0);
+  EXPECT_EQ(sem.stat().acquisitions, 1u);
+}
+
+// ---- lease: release() and its errors --------------------------------------
+
+TEST(Lease, ExplicitReleaseReturnsThePermitAndEmptiesTheLease) {
+  Segment seg(1);
+  auto sem = semaphore::open(seg.name());
+  lease l = sem.acquire();
+  l.release();
+  EXPECT_FALSE(l);
+  EXPECT_EQ(l.token().gen, 0u);
+  EXPECT_COUNTS(seg.get(), 1, 0, 0, 0);
+}
+
+TEST(Lease, SecondReleaseThroughACopiedTokenThrowsEalready) {
+  Segment seg(1);
+  auto sem = semaphore::open(seg.name());
+  lease first = sem.acquire();
+  lease second(sem.native_handle(), first.token());  // a second owner: a bug
+  first.release();
+  EXPECT_COUNTS(seg.get(), 1, 0, 0, 0);
+  try {
+    second.release();
+    FAIL() << "second release did not throw";
+  } catch (const std::system_error &e) {
+    EXPECT_EQ(e.code(), std::errc::connection_already_in_progress);
+    EXPECT_EQ(e.code().value(), EALREADY);
+    EXPECT_EQ(&e.code().category(), &shmsem::category());
+    EXPECT_EQ(e.code().message(), shmsem_strerror(-EALREADY));
+    EXPECT_NE(std::string(e.what()).find(shmsem_strerror(-EALREADY)), std::string::npos)
+        << e.what();
+  }
+  EXPECT_FALSE(second) << "a refused token is dropped";
+  EXPECT_COUNTS(seg.get(), 1, 0, 0, 0);
+  EXPECT_INVARIANTS(seg.get());
+}
+
+TEST(Lease, ReleaseIntoAnErrorCodeDoesNotThrow) {
+  Segment seg(1);
+  auto sem = semaphore::open(seg.name());
+  lease l = sem.acquire();
+  const shmsem_lease_t token = l.token();
+  std::error_code ec = std::make_error_code(std::errc::io_error);
+  l.release(ec);
+  EXPECT_FALSE(ec) << "success clears the code";
+  lease stale(sem.native_handle(), token);
+  stale.release(ec);
+  EXPECT_EQ(ec, std::errc::connection_already_in_progress);
+  EXPECT_EQ(ec.message(), "lease already released");
+  EXPECT_COUNTS(seg.get(), 1, 0, 0, 0);
+}
+
+TEST(Lease, ReleaseOfAnEmptyLeaseIsEinval) {
+  lease l;
+  EXPECT_FALSE(l);
+  EXPECT_EQ(thrown_code([&] { l.release(); }), std::errc::invalid_argument);
+}
+
+TEST(Lease, DestructorSwallowsARefusedRelease) {
+  Segment seg(1);
+  auto sem = semaphore::open(seg.name());
+  lease l = sem.acquire();
+  {
+    lease stale(sem.native_handle(), l.token());
+    l.release();
+  }  // stale's release fails with EALREADY: nothing to report, nothing thrown
+  EXPECT_COUNTS(seg.get(), 1, 0, 0, 0);
+  EXPECT_INVARIANTS(seg.get());
+}
+
+TEST(Lease, DetachKeepsThePermitHeldUntilTheTokenIsReleased) {
+  Segment seg(1);
+  auto sem = semaphore::open(seg.name());
+  shmsem_lease_t token{};
+  {
+    lease l = sem.acquire();
+    token = l.detach();
+    EXPECT_FALSE(l);
+  }
+  EXPECT_COUNTS(seg.get(), 0, 1, 0, 0);
+  lease adopted(sem.native_handle(), token);
+  adopted.release();
+  EXPECT_COUNTS(seg.get(), 1, 0, 0, 0);
+}
+
+// ---- semaphore -------------------------------------------------------------
+
+TEST(Semaphore, TryAcquireIsNulloptWhenNoPermitIsFree) {
+  Segment seg(1);
+  auto sem = semaphore::open(seg.name());
+  std::optional<lease> a = sem.try_acquire();
+  ASSERT_TRUE(a.has_value());
+  EXPECT_TRUE(*a);
+  EXPECT_FALSE(sem.try_acquire().has_value());
+  EXPECT_COUNTS(seg.get(), 0, 1, 0, 0);
+  a.reset();
+  EXPECT_TRUE(sem.try_acquire().has_value());
+  EXPECT_COUNTS(seg.get(), 1, 0, 0, 0);
+}
+
+TEST(Semaphore, CreateOpenAndUnlinkByName) {
+  const std::string name = unique_name("cxx");
+  shmsem_config cfg{};
+  cfg.permits = 3;
+  {
+    auto sem = semaphore::create(name, cfg, SHMSEM_EXCL);
+    EXPECT_EQ(thrown_code([&] { (void)semaphore::create(name, cfg, SHMSEM_EXCL); }),
+              std::errc::file_exists);
+    auto again = semaphore::open(name);
+    lease l = again.acquire();
+    EXPECT_EQ(sem.stat().held, 1u);
+    EXPECT_EQ(sem.stat().permits, 3u);
+    semaphore::unlink(name.c_str());
+  }
+  EXPECT_EQ(thrown_code([&] { (void)semaphore::open(name); }),
+            std::errc::no_such_file_or_directory);
+  std::error_code ec;
+  semaphore::unlink(name.c_str(), ec);
+  EXPECT_EQ(ec, std::errc::no_such_file_or_directory);
+}
+
+TEST(Semaphore, MoveKeepsItsLeasesValidAndEmptiesTheSource) {
+  Segment seg(2);
+  auto a = semaphore::open(seg.name());
+  shmsem_t *h = a.native_handle();
+  lease l = a.acquire();
+  semaphore b(std::move(a));
+  // The moved-from state is the point:
+  // NOLINTBEGIN(bugprone-use-after-move,clang-analyzer-cplusplus.Move)
+  EXPECT_FALSE(a);
+  EXPECT_EQ(a.native_handle(), nullptr);
+  // NOLINTEND(bugprone-use-after-move,clang-analyzer-cplusplus.Move)
+  EXPECT_EQ(b.native_handle(), h);
+  l.release();  // through the same handle, now owned by b
+  EXPECT_COUNTS(seg.get(), 2, 0, 0, 0);
+  semaphore c;
+  c = std::move(b);
+  EXPECT_EQ(c.native_handle(), h);
+  EXPECT_EQ(c.stat().permits, 2u);
+}
+
+TEST(Semaphore, EmptySemaphoreThrowsEinval) {
+  semaphore s;
+  EXPECT_FALSE(s);
+  EXPECT_EQ(thrown_code([&] { (void)s.acquire(); }), std::errc::invalid_argument);
+  EXPECT_EQ(thrown_code([&] { (void)s.try_acquire(); }), std::errc::invalid_argument);
+  EXPECT_EQ(thrown_code([&] { (void)s.stat(); }), std::errc::invalid_argument);
+}
+
+TEST(Semaphore, ShutdownMakesAcquiresThrowEshutdown) {
+  Segment seg(1);
+  auto sem = semaphore::open(seg.name());
+  lease held = sem.acquire();
+  // A queued waiter is failed by the shutdown, and throws.
+  std::error_code queued;
+  std::jthread waiter([&] { queued = thrown_code([&] { (void)sem.acquire(); }); });
+  ASSERT_TRUE(waiting_is(seg.get(), 1));
+  EXPECT_EQ(sem.shutdown(), 1);
+  waiter.join();
+  const std::error_condition shut(ESHUTDOWN, std::generic_category());
+  EXPECT_EQ(queued, shut);
+  EXPECT_EQ(queued.message(), "semaphore is closed");
+  // New acquires of every kind throw too (no nullopt: closed is an error).
+  EXPECT_EQ(thrown_code([&] { (void)sem.acquire(); }), shut);
+  EXPECT_EQ(thrown_code([&] { (void)sem.try_acquire(); }), shut);
+  EXPECT_EQ(thrown_code([&] { (void)sem.acquire_for(milliseconds(1)); }), shut);
+  std::stop_source src;
+  EXPECT_EQ(thrown_code([&] { (void)sem.acquire(src.get_token()); }), shut);
+  EXPECT_EQ(sem.shutdown(), 0) << "idempotent";
+  // A held lease still goes back.
+  held.release();
+  EXPECT_COUNTS(seg.get(), 1, 0, 0, 0);
+  EXPECT_EQ(sem.stat().closed, 1u);
+  EXPECT_NO_THROW(sem.check());
+}
+
+TEST(Semaphore, ReadOnlyHandleThrowsEbadfButStats) {
+  Segment seg(1);
+  auto ro = semaphore::open(seg.name(), SHMSEM_RDONLY);
+  EXPECT_EQ(thrown_code([&] { (void)ro.acquire(); }), std::errc::bad_file_descriptor);
+  EXPECT_EQ(thrown_code([&] { (void)ro.recover(); }), std::errc::bad_file_descriptor);
+  EXPECT_EQ(ro.stat().permits, 1u);
+  EXPECT_NO_THROW(ro.check());
+}
+
+TEST(Semaphore, RecoverReclaimsNothingWhileEveryoneLives) {
+  Segment seg(1);
+  auto sem = semaphore::open(seg.name());
+  lease l = sem.acquire();
+  EXPECT_EQ(sem.recover(), 0);
+  EXPECT_COUNTS(seg.get(), 0, 1, 0, 0);
+}
+
+// ---- std::stop_token -------------------------------------------------------
+
+TEST(StopToken, StopDuringAQueuedAcquireReturnsNullopt) {
+  Segment seg(1);
+  auto sem = semaphore::open(seg.name());
+  lease held = sem.acquire();  // 0 free permits: the waiter must queue
+  bool got = true;
+  std::jthread waiter([&](const std::stop_token &st) { got = sem.acquire(st).has_value(); });
+  ASSERT_TRUE(waiting_is(seg.get(), 1));
+  waiter.request_stop();
+  waiter.join();
+  EXPECT_FALSE(got);
+  EXPECT_COUNTS(seg.get(), 0, 1, 0, 0);
+  EXPECT_EQ(sem.stat().cancellations, 1u);
+  held.release();
+  EXPECT_COUNTS(seg.get(), 1, 0, 0, 0);  // the cancelled waiter owns nothing
+  EXPECT_INVARIANTS(seg.get());
+}
+
+TEST(StopToken, JthreadDestructorCancelsTheQueuedAcquire) {
+  Segment seg(1);
+  auto sem = semaphore::open(seg.name());
+  lease held = sem.acquire();
+  bool got = true;
+  {
+    std::jthread waiter([&](const std::stop_token &st) { got = sem.acquire(st).has_value(); });
+    ASSERT_TRUE(waiting_is(seg.get(), 1));
+  }  // ~jthread: request_stop(), join()
+  EXPECT_FALSE(got);
+  EXPECT_COUNTS(seg.get(), 0, 1, 0, 0);
+}
+
+TEST(StopToken, StopRequestedBeforeTheCallReturnsNulloptEvenWithAFreePermit) {
+  Segment seg(1);
+  auto sem = semaphore::open(seg.name());
+  std::stop_source src;
+  src.request_stop();
+  EXPECT_FALSE(sem.acquire(src.get_token()).has_value());
+  EXPECT_FALSE(sem.acquire_for(hours(1), src.get_token()).has_value());
+  EXPECT_FALSE(sem.acquire_until(steady_clock::now() + hours(1), src.get_token()).has_value());
+  EXPECT_COUNTS(seg.get(), 1, 0, 0, 0);
+  EXPECT_EQ(sem.stat().acquisitions, 0u);
+}
+
+TEST(StopToken, FreePermitIsGrantedWhenNoStopIsRequested) {
+  Segment seg(1);
+  auto sem = semaphore::open(seg.name());
+  std::stop_source src;
+  {
+    std::optional<lease> l = sem.acquire(src.get_token());
+    ASSERT_TRUE(l.has_value());
+    EXPECT_COUNTS(seg.get(), 0, 1, 0, 0);
+    src.request_stop();  // after the grant: the lease stays good
+    EXPECT_TRUE(*l);
+  }
+  EXPECT_COUNTS(seg.get(), 1, 0, 0, 0);
+  // A token with no stop state cannot be stopped: the plain acquire path.
+  EXPECT_TRUE(sem.acquire(std::stop_token{}).has_value());
+}
+
+TEST(StopToken, GrantWhileQueuedWinsOverALaterStop) {
+  Segment seg(1);
+  auto sem = semaphore::open(seg.name());
+  lease held = sem.acquire();
+  std::optional<lease> got;
+  std::jthread waiter([&](const std::stop_token &st) { got = sem.acquire(st); });
+  ASSERT_TRUE(waiting_is(seg.get(), 1));
+  held.release();  // handed to the waiter
+  ASSERT_TRUE(wait_until([&] {  // the waiter has turned its grant into a lease
+    const Counts c = counts(seg.get());
+    return c.waiting == 0 && c.reserved == 0 && c.held == 1;
+  }));
+  waiter.request_stop();
+  waiter.join();
+  ASSERT_TRUE(got.has_value());
+  EXPECT_TRUE(*got);
+  EXPECT_COUNTS(seg.get(), 0, 1, 0, 0);
+  got.reset();
+  EXPECT_COUNTS(seg.get(), 1, 0, 0, 0);
+}
+
+TEST(StopToken, AcquireUntilWithAStopTokenStillTimesOut) {
+  Segment seg(1);
+  auto sem = semaphore::open(seg.name());
+  lease held = sem.acquire();
+  std::stop_source src;
+  const auto deadline = steady_clock::now() + milliseconds(20);
+  EXPECT_FALSE(sem.acquire_until(deadline, src.get_token()).has_value());
+  EXPECT_GE(steady_clock::now(), deadline);
+  EXPECT_EQ(sem.stat().timeouts, 1u);
+  EXPECT_COUNTS(seg.get(), 0, 1, 0, 0);
+}
+
+// ---- std::chrono -----------------------------------------------------------
+
+TEST(Chrono, AcquireForReturnsNulloptNotBeforeTheDuration) {
+  Segment seg(1);
+  auto sem = semaphore::open(seg.name());
+  lease held = sem.acquire();
+  const auto start = steady_clock::now();
+  EXPECT_FALSE(sem.acquire_for(milliseconds(30)).has_value());
+  EXPECT_GE(steady_clock::now() - start, milliseconds(30));
+  EXPECT_EQ(sem.stat().timeouts, 1u);
+  EXPECT_COUNTS(seg.get(), 0, 1, 0, 0);
+}
+
+TEST(Chrono, AcquireUntilReturnsNulloptNotBeforeTheDeadline) {
+  Segment seg(1);
+  auto sem = semaphore::open(seg.name());
+  lease held = sem.acquire();
+  // A coarse time point type converts exactly (a deadline never earlier).
+  const auto deadline =
+      std::chrono::time_point_cast<std::chrono::microseconds>(steady_clock::now()) +
+      milliseconds(25);
+  EXPECT_FALSE(sem.acquire_until(deadline).has_value());
+  EXPECT_GE(steady_clock::now(), deadline);
+}
+
+TEST(Chrono, AcquireForGrantsAFreePermit) {
+  Segment seg(1);
+  auto sem = semaphore::open(seg.name());
+  std::optional<lease> l = sem.acquire_for(seconds(1));
+  ASSERT_TRUE(l.has_value());
+  EXPECT_COUNTS(seg.get(), 0, 1, 0, 0);
+}
+
+TEST(Chrono, PastDeadlinesAndNonPositiveDurationsOnlyTry) {
+  Segment seg(1);
+  auto sem = semaphore::open(seg.name());
+  // Free permit: taken. Before the clock's epoch is "now" too.
+  EXPECT_TRUE(sem.acquire_until(steady_clock::time_point{}).has_value());
+  EXPECT_TRUE(sem.acquire_until(steady_clock::time_point{} - hours(1)).has_value());
+  EXPECT_TRUE(sem.acquire_for(seconds(0)).has_value());
+  EXPECT_TRUE(sem.acquire_for(seconds(-1)).has_value());
+  EXPECT_TRUE(sem.acquire_for(std::chrono::hours::min()).has_value());
+  // None free: nullopt at once (-ETIMEDOUT, not -EINVAL for tv_sec < 0).
+  lease held = sem.acquire();
+  EXPECT_FALSE(sem.acquire_until(steady_clock::time_point{} - hours(1)).has_value());
+  EXPECT_FALSE(sem.acquire_for(seconds(-1)).has_value());
+  EXPECT_FALSE(sem.acquire_for(std::chrono::duration<double>(-INFINITY)).has_value());
+  EXPECT_COUNTS(seg.get(), 0, 1, 0, 0);
+}
+
+// Durations and time points past 64-bit nanoseconds wait forever instead of
+// overflowing into the past: the queued waiter gets the permit when it is
+// released.
+TEST(Chrono, OverflowingDurationsSaturateToWaitingForever) {
+  Segment seg(1);
+  auto sem = semaphore::open(seg.name());
+  lease held = sem.acquire();
+  std::optional<lease> a, b, c;
+  std::jthread t1([&] { a = sem.acquire_for(std::chrono::hours::max()); });
+  ASSERT_TRUE(waiting_is(seg.get(), 1));
+  std::jthread t2([&] { b = sem.acquire_for(std::chrono::duration<double>(1e300)); });
+  ASSERT_TRUE(waiting_is(seg.get(), 2));
+  std::jthread t3([&] {
+    c = sem.acquire_until(steady_clock::time_point(steady_clock::duration::max()));
+  });
+  ASSERT_TRUE(waiting_is(seg.get(), 3));
+  held.release();  // FIFO: t1, then t2, then t3
+  t1.join();
+  ASSERT_TRUE(a.has_value());
+  a.reset();
+  t2.join();
+  ASSERT_TRUE(b.has_value());
+  b.reset();
+  t3.join();
+  ASSERT_TRUE(c.has_value());
+  c.reset();
+  EXPECT_COUNTS(seg.get(), 1, 0, 0, 0);
+  EXPECT_EQ(sem.stat().timeouts, 0u);
+}
+
+TEST(Chrono, OtherClocksConvertOnceToADuration) {
+  Segment seg(1);
+  auto sem = semaphore::open(seg.name());
+  lease held = sem.acquire();
+  const auto start = steady_clock::now();
+  EXPECT_FALSE(sem.acquire_until(std::chrono::system_clock::now() + milliseconds(20)).has_value());
+  EXPECT_GE(steady_clock::now() - start, milliseconds(20));
+}
+
+TEST(Chrono, ConversionRoundsUpAndSaturates) {
+  using std::chrono::duration;
+  using std::chrono::nanoseconds;
+  using cxx_internal::saturating_ceil_ns;
+  EXPECT_EQ(saturating_ceil_ns(std::chrono::microseconds(7)), nanoseconds(7000));
+  EXPECT_EQ(saturating_ceil_ns(std::chrono::seconds(-3)), nanoseconds(-3'000'000'000));
+  EXPECT_EQ(saturating_ceil_ns(duration<long long, std::pico>(1001)), nanoseconds(2));
+  EXPECT_EQ(saturating_ceil_ns(duration<long long, std::pico>(-1001)), nanoseconds(-1));
+  EXPECT_EQ(saturating_ceil_ns(duration<long long, std::ratio<1, 3>>(1)), nanoseconds(333'333'334));
+  EXPECT_EQ(saturating_ceil_ns(duration<double, std::milli>(1.0000005)), nanoseconds(1'000'001));
+  EXPECT_EQ(saturating_ceil_ns(std::chrono::hours::max()), nanoseconds::max());
+  EXPECT_EQ(saturating_ceil_ns(std::chrono::hours::min()), nanoseconds::min());
+  EXPECT_EQ(saturating_ceil_ns(duration<unsigned long long>(~0ull)), nanoseconds::max());
+  EXPECT_EQ(saturating_ceil_ns(duration<double>(std::nan(""))), nanoseconds::max());
+  EXPECT_EQ(saturating_ceil_ns(duration<double>(-INFINITY)), nanoseconds::min());
+  EXPECT_EQ(saturating_ceil_ns(nanoseconds::max()), nanoseconds::max());
+}
+
+// ---- shmsem::category() ----------------------------------------------------
+
+TEST(ErrorCategory, MessagesAreTheSemaphoresOwnWords) {
+  EXPECT_STREQ(shmsem::category().name(), "shmsem");
+  for (int e : {ESHUTDOWN, EALREADY, EBUSY, ETIMEDOUT, ECANCELED, EINVAL}) {
+    const std::error_code ec = to_error_code(-e);
+    EXPECT_EQ(ec.value(), e);
+    EXPECT_EQ(ec.message(), shmsem_strerror(-e)) << e;
+  }
+  EXPECT_EQ(to_error_code(-ESHUTDOWN).message(), "semaphore is closed");
+  EXPECT_NE(to_error_code(-ESHUTDOWN).message(),
+            std::error_code(ESHUTDOWN, std::generic_category()).message());
+  EXPECT_FALSE(to_error_code(0));
+}
+
+TEST(ErrorCategory, CodesCompareEqualToTheirErrcConditions) {
+  EXPECT_EQ(to_error_code(-ETIMEDOUT), std::errc::timed_out);
+  EXPECT_EQ(to_error_code(-EALREADY), std::errc::connection_already_in_progress);
+  EXPECT_EQ(to_error_code(-EBUSY), std::errc::device_or_resource_busy);
+  EXPECT_EQ(to_error_code(-ECANCELED), std::errc::operation_canceled);
+  EXPECT_EQ(to_error_code(-ESHUTDOWN), std::error_condition(ESHUTDOWN, std::generic_category()));
+  EXPECT_NE(to_error_code(-ETIMEDOUT), std::errc::operation_canceled);
+  EXPECT_EQ(shmsem::category().default_error_condition(EBUSY),
+            std::error_condition(EBUSY, std::generic_category()));
+  // As codes (value and category), ours differ from the generic ones.
+  EXPECT_NE(to_error_code(-EBUSY), std::error_code(EBUSY, std::generic_category()));
+}
+
+}  // namespace
+}  // namespace shmsem::test

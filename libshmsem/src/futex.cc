@@ -55,4 +55,16 @@ int futex_wake_private(std::atomic<uint32_t> *word, int n) {
   return r < 0 ? 0 : int(r);
 }
 
+int futex_waitv(struct futex_waitv *v, uint32_t count, const timespec *timeout) {
+#ifdef SYS_futex_waitv
+  long r = syscall(SYS_futex_waitv, v, count, 0u, timeout, CLOCK_MONOTONIC);
+  return r < 0 ? -errno : int(r);
+#else
+  (void)v;
+  (void)count;
+  (void)timeout;
+  return -ENOSYS;
+#endif
+}
+
 }  // namespace shmsem::detail

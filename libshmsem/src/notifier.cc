@@ -104,24 +104,6 @@ static_assert(kMax + 1 <= FUTEX_WAITV_MAX,
 constexpr uint64_t kPollPeriodNs = 1'000'000;
 constexpr uint64_t kNever = ~uint64_t{0};
 
-// futex_waitv(2) with an absolute CLOCK_MONOTONIC timeout (nullptr: none).
-// Returns the index of a woken word (>= 0), or -EAGAIN (a word did not
-// hold its value), -ETIMEDOUT, -EINTR, -ENOSYS (Linux < 5.16), -EPERM
-// (seccomp), -EFAULT (a word is not mapped). futex.cc holds the plain
-// futex(2) calls; this vectored one has one caller, here.
-int sys_futex_waitv(struct futex_waitv *v, uint32_t count,
-                    const timespec *timeout) {
-#ifdef SYS_futex_waitv
-  long r = syscall(SYS_futex_waitv, v, count, 0u, timeout, CLOCK_MONOTONIC);
-  return r < 0 ? -errno : int(r);
-#else
-  (void)v;
-  (void)count;
-  (void)timeout;
-  return -ENOSYS;
-#endif
-}
-
 bool waitv_taken_away() {
 #ifdef SHMSEM_TESTING
   if (g_liveness_limits.load(std::memory_order_relaxed) & kLimitNoWaitv)
@@ -251,7 +233,7 @@ void wait_for_change(shmsem_notifier *n, struct futex_waitv *vec,
       ts = ns_to_ts(wake_at);
       tsp = &ts;
     }
-    const int r = sys_futex_waitv(vec, count, tsp);
+    const int r = futex_waitv(vec, count, tsp);
     if (r >= 0 || r == -EAGAIN || r == -ETIMEDOUT || r == -EINTR) return;
     if (r == -ENOSYS || r == -EPERM)
       n->polls.store(true, std::memory_order_relaxed);

@@ -17,6 +17,7 @@ import sys
 
 NAMES = {
     "Shmsem": "shmsem",
+    "ShmsemRing": "shmsem_uring",
     "GlibcSem": "sem_t",
     "SysV": "semop",
     "SysVUndo": "semop+UNDO",
@@ -152,6 +153,9 @@ def main(path):
     for sc in ("same_core:0", "same_core:1"):
         print(f"- handoff p50 shmsem/raw_futex, {sc} (target <= 1.1x): "
               f"{r(get('BM_Handoff', sc, 'Shmsem'), get('BM_Handoff', sc, 'RawFutex'))}")
+    for sc in ("same_core:0", "same_core:1"):
+        print(f"- grant-to-completion through io_uring / blocking waiter, {sc}: "
+              f"{r(get('BM_Handoff', sc, 'ShmsemRing'), get('BM_Handoff', sc, 'Shmsem'))}")
     for pin in ("pin:0", "pin:1"):
         k2 = f"K:2/N:1/{pin}"
         print(f"- {k2} throughput shmsem/ticket (target >= 1.0x): "

@@ -48,6 +48,11 @@ reclaim() {
 }
 reclaim "default (events where available)" -u SHMSEM_DEATH_WATCH
 reclaim "poll (forced fallback)" SHMSEM_DEATH_WATCH=poll
+echo
+echo "acquires pending on one io_uring:"
+for n in 10000 100000; do
+	"$build/bench/shmsem_ring_bench" $n
+done
 if [ -x "$build/tools/shmsem" ]; then
 	echo
 	"$build/bench/shmsem_status_bench" "$build/tools/shmsem" 5

@@ -389,6 +389,49 @@ TEST(Uring, TenThousandPendingWaitersCompleteInFifoOrder) {
   EXPECT_INVARIANTS(seg.get());
 }
 
+// A long idle queue on one ring stays quiet: its backups' timeouts are
+// rare (each one that fires makes the kernel walk the ring's futex waits).
+// With the blocking backups' 2-minute cap, 20,000 idle waits saw about 330
+// timeouts in 2 s (an adversarial test left 60,000 for 40 s: the head's
+// CQE then came a minute after the grant); with the async nap, a handful.
+TEST(Uring, LongIdleQueueOnOneRingFiresFewTimeouts) {
+  REQUIRE_RING_FUTEX();
+  constexpr uint32_t kN = 20'000;
+  Segment seg(1, kN);
+  Ring ring(4096);
+  ASSERT_TRUE(ring.ok());
+  shmsem_lease_t held;
+  ASSERT_EQ(shmsem_acquire(seg.get(), &held), 0);
+  std::vector<shmsem_waiter_t> w(kN);
+  shmsem_lease_t l;
+  for (uint32_t i = 0; i < kN; i++) {
+    ASSERT_EQ(shmsem_waiter_start(seg.get(), &w[i], nullptr, &l), SHMSEM_QUEUED);
+    ring.prep_wait(&w[i], i);
+  }
+  io_uring_submit(ring.get());
+  // Two seconds of an idle loop: every CQE is a timeout (or the watcher's
+  // period); count the backups woken, re-arm everyone.
+  std::vector<char> woken(kN, 0);
+  uint64_t end = ts_ns(mono_in(2'000 * kMs));
+  while (ts_ns(mono_in(0)) < end) {
+    uint64_t tag;
+    int res;
+    if (!ring.next(&tag, &res, 100)) continue;
+    ASSERT_LT(tag, kN);
+    ASSERT_EQ(shmsem_waiter_poll(&w[tag], &l), -EINPROGRESS);
+    woken[tag] = 1;
+    ring.prep_wait(&w[tag], tag);
+  }
+  int backups = 0;
+  for (uint32_t i = 1; i < kN; i++) backups += woken[i];
+  EXPECT_LT(backups, 60) << "backups woken in 2 s of an idle queue of " << kN;
+  for (uint32_t i = 0; i < kN; i++)
+    ASSERT_EQ(shmsem_waiter_cancel(&w[i], &l), -ECANCELED);
+  EXPECT_EQ(shmsem_release(seg.get(), &held), 0);
+  EXPECT_COUNTS(seg.get(), 1, 0, 0, 0);
+  EXPECT_INVARIANTS(seg.get());
+}
+
 // Loops in several processes, waits started in one global order: the
 // grants follow that order across the processes.
 TEST(Uring, FifoCompletionOrderAcrossProcesses) {

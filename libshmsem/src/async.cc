@@ -44,6 +44,14 @@ constexpr uint32_t kQueued = 0x51554555;  // "QUEU"
 // blocking rate, 30,000 waits pending on one ring kept a CPU busy in that
 // walk (bench/ring_scale). A dead watcher is taken over in about a second.
 constexpr uint64_t kBackupAsyncNs = 1'000'000'000;
+// No backup naps longer. Not the blocking backups' 2 min: with the queue
+// past 120 the whole queue would come back more than once a second, and
+// at 60,000 idle waits on one ring the 500 timeouts a second kept the
+// loop's thread in the kernel's walk for a minute (an adversarial test).
+// The price: a queue that shrank from thousands keeps naps that long, so
+// a watcher that dies then is taken over at the next start of an acquire
+// (each start looks at the watch) or within the remaining naps.
+constexpr uint64_t kMaxBackupAsyncNs = 3600 * kBackupAsyncNs;
 
 AsyncWaiter *impl(shmsem_waiter_t *w) {
   return reinterpret_cast<AsyncWaiter *>(w->__opaque);
@@ -77,14 +85,14 @@ void watch(AsyncWaiter *a, const Limit *limit) {
   uint64_t at = plan.wake_at;
   if (!st.watching) {
     // A backup: n x kBackupAsyncNs for a queue of n, within
-    // [kBackupAsyncNs, kMaxBackupNapNs]. The first nap is spread evenly
+    // [kBackupAsyncNs, kMaxBackupAsyncNs]. The first nap is spread evenly
     // over that span, so that waiters queued together do not all come
     // back together, and the first of them comes soon.
     uint64_t n = std::clamp<uint64_t>(
         a->s->core->waiting.load(std::memory_order_relaxed), 1,
         a->s->max_waiters);
     uint64_t nap = std::clamp(kBackupAsyncNs * n, kBackupAsyncNs,
-                              kMaxBackupNapNs);
+                              kMaxBackupAsyncNs);
     if (!a->napped) {
       a->napped = 1;
       uint64_t x = (a->ticket ^ real_mono_ns()) * 0x9e3779b97f4a7c15ull;

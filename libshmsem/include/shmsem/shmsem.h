@@ -255,7 +255,8 @@ int shmsem_acquire_ex(shmsem_t *s, const struct timespec *deadline,
  * fork child a queued waiter copied from its parent is not queued (every
  * call on it is -EINVAL). Complete or cancel every queued waiter before
  * shmsem_detach: a wait left queued keeps its place until its thread ends,
- * and a grant it never takes holds back everyone behind it.
+ * and a grant it never takes holds back everyone behind it (and a call on
+ * a waiter of a detached handle uses freed memory).
  */
 typedef struct shmsem_waiter {
 	uint64_t __opaque[10];

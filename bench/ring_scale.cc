@@ -142,8 +142,9 @@ int main(int argc, char **argv) {
   double t_drain = now_s() - t0;
   printf("ring_scale: %ld acquires pending on one ring (stat: %u waiting)\n",
          n, st.waiting);
-  printf("  ours: %zu B of shmsem_waiter_t + %u B slot in the segment per waiter\n",
-         sizeof(shmsem_waiter_t), 128u);
+  printf("  ours: %zu B of shmsem_waiter_t + %u B in the segment per waiter "
+         "(a slot and its index)\n",
+         sizeof(shmsem_waiter_t), 132u);
   if (have_slab)
     printf("  kernel: %.2f io_kiocb x %ld B per waiter (%ld more active)\n",
            double(k1 - k0) / double(n), ksz, k1 - k0);

@@ -202,8 +202,8 @@ int main(int argc, char **argv)
 	struct shmsem_stat st;
 	shmsem_stat(s, &st);
 	printf("uring-loop: %d processes, %u acquires pending in %d rings "
-	       "(%zu bytes of waiter each, plus a %u-byte slot)\n",
-	       procs, st.waiting, procs, sizeof(shmsem_waiter_t), 128u);
+	       "(%zu bytes of waiter each, plus %u bytes in the segment)\n",
+	       procs, st.waiting, procs, sizeof(shmsem_waiter_t), 132u);
 	double t0 = now_s();
 	if (ok)
 		shmsem_release(s, &held);

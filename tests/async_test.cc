@@ -355,6 +355,32 @@ struct Loop {
   }
 };
 
+// Starts every waiter of `w` (each must queue) and parks it in `ring` with
+// its index as the tag.
+void start_all(shmsem_t *s, Ring *ring, std::vector<shmsem_waiter_t> *w) {
+  shmsem_lease_t unused;
+  for (size_t i = 0; i < w->size(); i++) {
+    ASSERT_EQ(shmsem_waiter_start(s, &(*w)[i], nullptr, &unused), SHMSEM_QUEUED)
+        << "waiter " << i;
+    ring->prep_wait(&(*w)[i], i);
+  }
+  io_uring_submit(ring->get());
+}
+
+// The loop completes the waiters `order` one after another, each granted;
+// each lease is released at once, which grants the next.
+void expect_granted_in_order(Loop *loop, shmsem_t *s,
+                             std::initializer_list<int> order) {
+  for (int want : order) {
+    int t;
+    while ((t = loop->step()) == -1) {
+    }
+    ASSERT_EQ(t, want) << "completed out of FIFO order";
+    ASSERT_EQ(loop->results[t], 0);
+    ASSERT_EQ(shmsem_release(s, &loop->leases[t]), 0);
+  }
+}
+
 // 10,000 acquires pending on one ring, completed in FIFO order: each
 // completion releases its lease, which the next waiter receives.
 TEST(Uring, TenThousandPendingWaitersCompleteInFifoOrder) {
@@ -366,12 +392,7 @@ TEST(Uring, TenThousandPendingWaitersCompleteInFifoOrder) {
   shmsem_lease_t held;
   ASSERT_EQ(shmsem_acquire(seg.get(), &held), 0);
   std::vector<shmsem_waiter_t> w(kN);
-  shmsem_lease_t l;
-  for (uint32_t i = 0; i < kN; i++) {
-    ASSERT_EQ(shmsem_waiter_start(seg.get(), &w[i], nullptr, &l), SHMSEM_QUEUED);
-    ring.prep_wait(&w[i], i);
-  }
-  io_uring_submit(ring.get());
+  ASSERT_NO_FATAL_FAILURE(start_all(seg.get(), &ring, &w));
   EXPECT_COUNTS(seg.get(), 0, 1, 0, kN);
   Loop loop(&ring, &w);
   ASSERT_EQ(shmsem_release(seg.get(), &held), 0);
@@ -404,11 +425,7 @@ TEST(Uring, LongIdleQueueOnOneRingFiresFewTimeouts) {
   ASSERT_EQ(shmsem_acquire(seg.get(), &held), 0);
   std::vector<shmsem_waiter_t> w(kN);
   shmsem_lease_t l;
-  for (uint32_t i = 0; i < kN; i++) {
-    ASSERT_EQ(shmsem_waiter_start(seg.get(), &w[i], nullptr, &l), SHMSEM_QUEUED);
-    ring.prep_wait(&w[i], i);
-  }
-  io_uring_submit(ring.get());
+  ASSERT_NO_FATAL_FAILURE(start_all(seg.get(), &ring, &w));
   // Two seconds of an idle loop: every CQE is a timeout (or the watcher's
   // period); count the backups woken, re-arm everyone.
   std::vector<char> woken(kN, 0);
@@ -498,11 +515,7 @@ TEST(Uring, CancelOfHeadAndMiddleWaitersLeavesNoGhost) {
   shmsem_lease_t held, l;
   ASSERT_EQ(shmsem_acquire(seg.get(), &held), 0);
   std::vector<shmsem_waiter_t> w(5);
-  for (uint64_t i = 0; i < 5; i++) {
-    ASSERT_EQ(shmsem_waiter_start(seg.get(), &w[i], nullptr, &l), SHMSEM_QUEUED);
-    ring.prep_wait(&w[i], i);
-  }
-  io_uring_submit(ring.get());
+  ASSERT_NO_FATAL_FAILURE(start_all(seg.get(), &ring, &w));
   // Through the ring first: the wait's CQE, then the one-shot decision.
   // Other waits may wake meanwhile (the head held the watch, which passes
   // to the tail with a wake-up): they poll as still queued.
@@ -523,14 +536,7 @@ TEST(Uring, CancelOfHeadAndMiddleWaitersLeavesNoGhost) {
   Loop loop(&ring, &w);
   loop.results[0] = loop.results[2] = -ECANCELED;
   ASSERT_EQ(shmsem_release(seg.get(), &held), 0);
-  for (uint64_t want : {1u, 3u, 4u}) {
-    int t;
-    while ((t = loop.step()) == -1) {
-    }
-    ASSERT_EQ(t, int(want));
-    ASSERT_EQ(loop.results[t], 0);
-    ASSERT_EQ(shmsem_release(seg.get(), &loop.leases[t]), 0);
-  }
+  ASSERT_NO_FATAL_FAILURE(expect_granted_in_order(&loop, seg.get(), {1, 3, 4}));
   EXPECT_COUNTS(seg.get(), 1, 0, 0, 0);
   EXPECT_INVARIANTS(seg.get());
 }
@@ -669,14 +675,10 @@ TEST(Uring, ShutdownFailsEveryPendingRingWait) {
   Segment seg(1);
   Ring ring;
   ASSERT_TRUE(ring.ok());
-  shmsem_lease_t held, l;
+  shmsem_lease_t held;
   ASSERT_EQ(shmsem_acquire(seg.get(), &held), 0);
   std::vector<shmsem_waiter_t> w(kN);
-  for (int i = 0; i < kN; i++) {
-    ASSERT_EQ(shmsem_waiter_start(seg.get(), &w[i], nullptr, &l), SHMSEM_QUEUED);
-    ring.prep_wait(&w[i], uint64_t(i));
-  }
-  io_uring_submit(ring.get());
+  ASSERT_NO_FATAL_FAILURE(start_all(seg.get(), &ring, &w));
   Children kids;
   pid_t pid = kids.spawn([&] { return shmsem_shutdown(seg.get()) == kN ? 0 : 1; });
   ASSERT_EQ(kids.wait(pid), 0);
@@ -698,7 +700,7 @@ TEST(Uring, ShutdownFailsEveryPendingRingWait) {
 TEST(Uring, KilledProcessWithPendingRingWaitsIsReclaimed) {
   REQUIRE_RING_FUTEX();
   Segment seg(1);
-  shmsem_lease_t held, l;
+  shmsem_lease_t held;
   ASSERT_EQ(shmsem_acquire(seg.get(), &held), 0);
   Shared<std::atomic<int>> ready;
   Children kids;
@@ -720,24 +722,13 @@ TEST(Uring, KilledProcessWithPendingRingWaitsIsReclaimed) {
   Ring ring;
   ASSERT_TRUE(ring.ok());
   std::vector<shmsem_waiter_t> w(3);
-  for (int i = 0; i < 3; i++) {
-    ASSERT_EQ(shmsem_waiter_start(seg.get(), &w[i], nullptr, &l), SHMSEM_QUEUED);
-    ring.prep_wait(&w[i], uint64_t(i));
-  }
-  io_uring_submit(ring.get());
+  ASSERT_NO_FATAL_FAILURE(start_all(seg.get(), &ring, &w));
   ASSERT_EQ(kill(victim, SIGKILL), 0);
   EXPECT_EQ(kids.wait(victim), 128 + SIGKILL);
   ASSERT_EQ(shmsem_release(seg.get(), &held), 0);
   // Nobody else calls the library: the watch runs in this loop's polls.
   Loop loop(&ring, &w);
-  for (int want = 0; want < 3; want++) {
-    int t;
-    while ((t = loop.step()) == -1) {
-    }
-    ASSERT_EQ(t, want);
-    ASSERT_EQ(loop.results[t], 0);
-    ASSERT_EQ(shmsem_release(seg.get(), &loop.leases[t]), 0);
-  }
+  ASSERT_NO_FATAL_FAILURE(expect_granted_in_order(&loop, seg.get(), {0, 1, 2}));
   struct shmsem_stat st;
   ASSERT_EQ(shmsem_stat(seg.get(), &st), 0);
   EXPECT_EQ(st.reclaimed_waiters, 4u);
@@ -763,23 +754,11 @@ TEST(Uring, KilledHolderWhileEveryWaiterIsAsyncIsReclaimed) {
   Ring ring;
   ASSERT_TRUE(ring.ok());
   std::vector<shmsem_waiter_t> w(3);
-  shmsem_lease_t l;
-  for (int i = 0; i < 3; i++) {
-    ASSERT_EQ(shmsem_waiter_start(seg.get(), &w[i], nullptr, &l), SHMSEM_QUEUED);
-    ring.prep_wait(&w[i], uint64_t(i));
-  }
-  io_uring_submit(ring.get());
+  ASSERT_NO_FATAL_FAILURE(start_all(seg.get(), &ring, &w));
   ASSERT_EQ(kill(holder, SIGKILL), 0);
   EXPECT_EQ(kids.wait(holder), 128 + SIGKILL);
   Loop loop(&ring, &w);
-  for (int want = 0; want < 3; want++) {
-    int t;
-    while ((t = loop.step()) == -1) {
-    }
-    ASSERT_EQ(t, want);
-    ASSERT_EQ(loop.results[t], 0);
-    ASSERT_EQ(shmsem_release(seg.get(), &loop.leases[t]), 0);
-  }
+  ASSERT_NO_FATAL_FAILURE(expect_granted_in_order(&loop, seg.get(), {0, 1, 2}));
   struct shmsem_stat st;
   ASSERT_EQ(shmsem_stat(seg.get(), &st), 0);
   EXPECT_EQ(st.reclaimed_holders, 1u);

@@ -135,8 +135,8 @@ int sleep_cancellable(CancelCleanup *ctx, WatchState *watch,
 
 }  // namespace
 
-int acquire(shmsem_t *s, const timespec *deadline_ts, shmsem_cancel_t *cancel,
-            unsigned flags, shmsem_lease_t *lease) {
+int acquire(shmsem_t *s, uint32_t weight, const timespec *deadline_ts,
+            shmsem_cancel_t *cancel, unsigned flags, shmsem_lease_t *lease) {
   if (!s || !lease || (flags & ~unsigned(SHMSEM_WAIT_INTERRUPTIBLE)))
     return -EINVAL;
   uint64_t deadline = 0;
@@ -156,7 +156,7 @@ int acquire(shmsem_t *s, const timespec *deadline_ts, shmsem_cancel_t *cancel,
   // cancellation themselves), so the uncontended path touches no
   // cancellation state.
   Waiter w;
-  int r = waiter_start_by(s, expired, &limit, &w, lease);
+  int r = waiter_start_by(s, weight, expired, &limit, &w, lease);
   if (r == 0) SHMSEM_HOOK(ACQUIRE_TAKEN);
   if (r <= 0) return r;
   SHMSEM_HOOK(ACQUIRE_ENQUEUED);
@@ -198,6 +198,12 @@ int acquire(shmsem_t *s, const timespec *deadline_ts, shmsem_cancel_t *cancel,
     WatchPlan plan = watch_step(s, w.slot, &limit, &watch);
     if (deadline_ts) {
       uint64_t d = deadline_wake_at(deadline);
+      if (!plan.wake_at || d < plan.wake_at) plan.wake_at = d;
+    }
+    // At the head with all its permits, waiting for a token of the rate
+    // limit: nobody wakes it at its start time but its own timer.
+    if (uint64_t start = head_start_ns(s, w.slot)) {
+      uint64_t d = deadline_wake_at(start);
       if (!plan.wake_at || d < plan.wake_at) plan.wake_at = d;
     }
     // Announce the sleep, then recheck (Dekker with release.cc): either we

@@ -5,9 +5,10 @@
 
 namespace shmsem::detail {
 
-// Every blocking acquire. deadline_ts: absolute CLOCK_MONOTONIC or nullptr.
-int acquire(shmsem_t *s, const timespec *deadline_ts, shmsem_cancel_t *cancel,
-            unsigned flags, shmsem_lease_t *lease);
+// Every blocking acquire of `weight` permits. deadline_ts: absolute
+// CLOCK_MONOTONIC or nullptr.
+int acquire(shmsem_t *s, uint32_t weight, const timespec *deadline_ts,
+            shmsem_cancel_t *cancel, unsigned flags, shmsem_lease_t *lease);
 
 }  // namespace shmsem::detail
 

@@ -101,6 +101,9 @@ void watch(AsyncWaiter *a, const Limit *limit) {
     at = real_mono_ns() + nap;
   }
   if (a->deadline) at = std::min(at, deadline_wake_at(a->deadline));
+  // The head's start time (the rate limit): its own poll grants it.
+  if (uint64_t start = head_start_ns(a->s, a->slot))
+    at = std::min(at, deadline_wake_at(start));
   a->wake_by = at;
 }
 
@@ -111,8 +114,8 @@ int finish(AsyncWaiter *a, int r) {
 
 }  // namespace
 
-int async_start(shmsem_t *s, shmsem_waiter_t *w, const timespec *deadline_ts,
-                shmsem_lease_t *lease) {
+int async_start(shmsem_t *s, shmsem_waiter_t *w, uint32_t weight,
+                const timespec *deadline_ts, shmsem_lease_t *lease) {
   if (!s || !w || !lease) return -EINVAL;
   AsyncWaiter *a = impl(w);
   if (queued(a)) return -EINVAL;  // wiping it would strand its place
@@ -129,7 +132,7 @@ int async_start(shmsem_t *s, shmsem_waiter_t *w, const timespec *deadline_ts,
   // Nothing below is a cancellation point: this is not a blocking call.
   NoCancel no_cancel;
   Waiter wt;
-  int r = waiter_start_by(s, expired, &limit, &wt, lease);
+  int r = waiter_start_by(s, weight, expired, &limit, &wt, lease);
   if (r == 0) SHMSEM_HOOK(ACQUIRE_TAKEN);
   if (r <= 0) return r;
   // The waker skips FUTEX_WAKE while `sleeping` reads 0 (it only spins);

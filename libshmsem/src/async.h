@@ -11,8 +11,8 @@
 
 namespace shmsem::detail {
 
-int async_start(shmsem_t *s, shmsem_waiter_t *w, const timespec *deadline,
-                shmsem_lease_t *lease);
+int async_start(shmsem_t *s, shmsem_waiter_t *w, uint32_t weight,
+                const timespec *deadline, shmsem_lease_t *lease);
 int async_futex(const shmsem_waiter_t *w, uint32_t **word, uint32_t *value);
 int async_wake_by(const shmsem_waiter_t *w, timespec *at);
 int async_poll(shmsem_waiter_t *w, shmsem_lease_t *lease);

@@ -10,6 +10,7 @@
 #include "async.h"
 #include "cancel.h"
 #include "cancelstate.h"
+#include "capacity.h"
 #include "check.h"
 #include "deathwatch.h"
 #include "fastpath.h"
@@ -78,12 +79,14 @@ SHMSEM_API int shmsem_acquire(shmsem_t *s, shmsem_lease_t *lease) {
     return 0;
   }
   if (foreign_pidns(s)) return -EXDEV;
-  return d::acquire(s, nullptr, nullptr, 0, lease);
+  return d::acquire(s, 1, nullptr, nullptr, 0, lease);
 }
 
-SHMSEM_API int shmsem_try_acquire(shmsem_t *s, shmsem_lease_t *lease) {
+namespace {
+
+int try_acquire(shmsem_t *s, uint32_t n, shmsem_lease_t *lease) {
   if (!s || !lease) return -EINVAL;
-  if (d::fast_acquire(s, lease) == 0) {
+  if (n == 1 && d::fast_acquire(s, lease) == 0) {
     SHMSEM_HOOK(ACQUIRE_TAKEN);
     return 0;
   }
@@ -94,25 +97,64 @@ SHMSEM_API int shmsem_try_acquire(shmsem_t *s, shmsem_lease_t *lease) {
   // is "long past", not "now": no clock read on the uncontended path.
   d::Waiter w;
   const d::Limit now{1};
-  int r = d::waiter_start(s, false, &now, &w, lease);
+  int r = d::waiter_start(s, n, false, &now, &w, lease);
   if (r == -EAGAIN && d::maybe_reclaim(s, &now) > 0)
-    r = d::waiter_start(s, false, &now, &w, lease);
+    r = d::waiter_start(s, n, false, &now, &w, lease);
   if (r == 0) SHMSEM_HOOK(ACQUIRE_TAKEN);
   return r == -ETIMEDOUT ? -EAGAIN : r;
+}
+
+}  // namespace
+
+SHMSEM_API int shmsem_try_acquire(shmsem_t *s, shmsem_lease_t *lease) {
+  return try_acquire(s, 1, lease);
 }
 
 SHMSEM_API int shmsem_acquire_until(shmsem_t *s, const struct timespec *deadline,
                                     shmsem_lease_t *lease) {
   if (!deadline) return -EINVAL;
   if (foreign_pidns(s)) return -EXDEV;
-  return d::acquire(s, deadline, nullptr, 0, lease);
+  return d::acquire(s, 1, deadline, nullptr, 0, lease);
 }
 
 SHMSEM_API int shmsem_acquire_ex(shmsem_t *s, const struct timespec *deadline,
                                  shmsem_cancel_t *cancel, unsigned flags,
                                  shmsem_lease_t *lease) {
   if (foreign_pidns(s)) return -EXDEV;
-  return d::acquire(s, deadline, cancel, flags, lease);
+  return d::acquire(s, 1, deadline, cancel, flags, lease);
+}
+
+// Weighted acquires: the same calls for n permits (waiter_start checks n).
+SHMSEM_API int shmsem_acquire_n(shmsem_t *s, uint32_t n,
+                                shmsem_lease_t *lease) {
+  if (foreign_pidns(s)) return -EXDEV;
+  return d::acquire(s, n, nullptr, nullptr, 0, lease);
+}
+
+SHMSEM_API int shmsem_try_acquire_n(shmsem_t *s, uint32_t n,
+                                    shmsem_lease_t *lease) {
+  return try_acquire(s, n, lease);
+}
+
+SHMSEM_API int shmsem_acquire_until_n(shmsem_t *s, uint32_t n,
+                                      const struct timespec *deadline,
+                                      shmsem_lease_t *lease) {
+  if (!deadline) return -EINVAL;
+  if (foreign_pidns(s)) return -EXDEV;
+  return d::acquire(s, n, deadline, nullptr, 0, lease);
+}
+
+SHMSEM_API int shmsem_acquire_ex_n(shmsem_t *s, uint32_t n,
+                                   const struct timespec *deadline,
+                                   shmsem_cancel_t *cancel, unsigned flags,
+                                   shmsem_lease_t *lease) {
+  if (foreign_pidns(s)) return -EXDEV;
+  return d::acquire(s, n, deadline, cancel, flags, lease);
+}
+
+SHMSEM_API int shmsem_set_permits(shmsem_t *s, uint32_t permits) {
+  if (foreign_pidns(s)) return -EXDEV;
+  return d::set_capacity(s, permits);
 }
 
 SHMSEM_API void shmsem_cancel_init(shmsem_cancel_t *c) {
@@ -133,7 +175,15 @@ SHMSEM_API int shmsem_waiter_start(shmsem_t *s, shmsem_waiter_t *w,
                                    const struct timespec *deadline,
                                    shmsem_lease_t *lease) {
   if (foreign_pidns(s)) return -EXDEV;
-  return d::async_start(s, w, deadline, lease);
+  return d::async_start(s, w, 1, deadline, lease);
+}
+
+SHMSEM_API int shmsem_waiter_start_n(shmsem_t *s, shmsem_waiter_t *w,
+                                     uint32_t n,
+                                     const struct timespec *deadline,
+                                     shmsem_lease_t *lease) {
+  if (foreign_pidns(s)) return -EXDEV;
+  return d::async_start(s, w, n, deadline, lease);
 }
 
 SHMSEM_API int shmsem_waiter_futex(const shmsem_waiter_t *w, uint32_t **word,

@@ -4,11 +4,14 @@
 
 #include <errno.h>
 #include <stdio.h>
+#include <string.h>
 
 #include <vector>
 
 #include "hooks.h"
+#include "clock.h"
 #include "lock.h"
+#include "rate.h"
 #include "tables.h"
 
 namespace shmsem::detail {
@@ -24,12 +27,14 @@ int fail(char *msg, size_t len, const char *what) {
 int check_locked(shmsem_t *s, char *msg, size_t len) {
   Core *c = s->core;
   const uint32_t n = s->permits, m = s->max_waiters;
-  uint32_t nfree = 0, nheld = 0, nres = 0, nloose = 0, nfast = 0;
+  uint32_t nfree = 0, nheld = 0, nres = 0, nloose = 0, nfast = 0,
+           nretired = 0;
   for (uint32_t l = 0; l < n; l++) {
     uint64_t word = s->leases[l].word.load(std::memory_order_relaxed);
     switch (word_state(word)) {
       case kLeaseFree: nfree++; break;
       case kLeaseHeld: nheld++; break;
+      case kLeaseRetired: nretired++; break;
       case kLeaseLoose: {
         // INV-LOOSE: named by a lane of its process record, which is in
         // use (the sweeps find it there).
@@ -61,14 +66,14 @@ int check_locked(shmsem_t *s, char *msg, size_t len) {
         break;
       }
       case kLeaseReserved: {
+        // INV-GRANT: reserved for a slot that holds a reservation (its
+        // chain is checked below, INV-RESERVE).
         nres++;
-        // Reserved for a GRANTED slot, or for one whose owner left after
-        // the grant (LEFT: the lease is passed on when the slot is freed).
         uint32_t w = s->leases[l].slot;
         uint32_t sw =
             w < m ? s->slots[w].word.load(std::memory_order_relaxed) : 0;
-        if ((sw != kSlotGranted && sw != kSlotLeft) ||
-            s->slots[w].lease != l)
+        if (sw != kSlotGranted && sw != kSlotLeft && sw != kSlotWaiting &&
+            sw != kSlotLeftQueued)
           return fail(msg, len, "INV-GRANT: reserved lease without its slot");
         break;
       }
@@ -84,11 +89,45 @@ int check_locked(shmsem_t *s, char *msg, size_t len) {
       return fail(msg, len, "INV-PROCS: record in use above the mark");
   }
   uint32_t gate = c->gate.load(std::memory_order_relaxed);
-  if (gate != ((c->waiting.load(std::memory_order_relaxed) ? kGateQueued : 0) |
-               (c->closed.load(std::memory_order_relaxed) ? kGateClosed : 0)))
+  if (gate !=
+      ((c->waiting.load(std::memory_order_relaxed) ? kGateQueued : 0) |
+       (c->closed.load(std::memory_order_relaxed) ? kGateClosed : 0) |
+       (c->retiring.load(std::memory_order_relaxed) ? kGateRetiring : 0) |
+       (c->rate_interval_ns.load(std::memory_order_relaxed) ? kGateRate : 0)))
     return fail(msg, len, "INV-GATE: the gate does not follow the queue");
-  if (nfree + nheld + nres + nloose + nfast != n)
+  if (nfree + nheld + nres + nloose + nfast + nretired != n)
     return fail(msg, len, "INV-PERMITS: records do not add up to N");
+  // INV-CAPACITY: the retired records and those still to retire make up
+  // what is above the capacity; nothing is free while a shrink waits.
+  const uint32_t cap = c->capacity.load(std::memory_order_relaxed);
+  const uint32_t retiring = c->retiring.load(std::memory_order_relaxed);
+  if (nretired != c->retired.load(std::memory_order_relaxed) || cap > n ||
+      uint64_t{cap} + nretired + retiring != n)
+    return fail(msg, len, "INV-CAPACITY: capacity, retired and retiring "
+                          "do not add up to N");
+  if (retiring && (nfree || nloose))
+    return fail(msg, len, "INV-CAPACITY: a permit is free while a shrink "
+                          "waits");
+  // INV-WEIGHT: a weighted lease is HELD records of one owner, each
+  // linked from at most one other.
+  std::vector<char> linked(n, 0);
+  for (uint32_t l = 0; l < n; l++) {
+    if (lease_state(s->leases[l]) != kLeaseHeld) continue;
+    uint32_t x = s->leases[l].link;
+    if (x == kNone) continue;
+    if (x >= n || lease_state(s->leases[x]) != kLeaseHeld || linked[x] ||
+        memcmp(&s->leases[x].owner, &s->leases[l].owner,
+               sizeof(Owner)) != 0)
+      return fail(msg, len, "INV-WEIGHT: a weighted lease's chain is broken");
+    linked[x] = 1;
+  }
+  // INV-RATE: the bucket is never further ahead than a burst.
+  if (uint64_t t = c->rate_interval_ns.load(std::memory_order_relaxed)) {
+    Rate r = rate_read(s, mono_ns());
+    if (t > kMaxRateIntervalNs ||
+        c->rate_tat_ns.load(std::memory_order_relaxed) > r.tat)
+      return fail(msg, len, "INV-RATE: the rate state is out of range");
+  }
   if (nfree != c->available.load(std::memory_order_relaxed) ||
       nheld != c->held.load(std::memory_order_relaxed) ||
       nres != c->reserved.load(std::memory_order_relaxed))
@@ -106,20 +145,54 @@ int check_locked(shmsem_t *s, char *msg, size_t len) {
   }
   if (count != nfree) return fail(msg, len, "INV-FREE: free lease missing");
 
-  uint32_t nfree_slots = 0, nwaiting = 0;
+  // INV-RESERVE: each slot's chain is exactly the records RESERVED for it,
+  // as many as `got`: all it asked for if GRANTED (or LEFT after a
+  // grant), none if CANCELLED or CLOSED, fewer while queued (all of them
+  // only at the head, waiting for its start time).
+  uint32_t nfree_slots = 0, nwaiting = 0, nchained = 0;
   for (uint32_t w = 0; w < m; w++) {
-    uint32_t word = s->slots[w].word.load(std::memory_order_relaxed);
-    if (word == kSlotFree) nfree_slots++;
-    else if (word == kSlotWaiting || word == kSlotLeftQueued) nwaiting++;
-    else if (word == kSlotGranted) {
-      uint32_t l = s->slots[w].lease;
-      if (l >= n || lease_state(s->leases[l]) != kLeaseReserved ||
-          s->leases[l].slot != w)
-        return fail(msg, len, "INV-GRANT: granted slot without its lease");
-    } else if (word != kSlotCancelled && word != kSlotClosed &&
-               word != kSlotLeft)
+    const WaiterSlot &ws = s->slots[w];
+    uint32_t word = ws.word.load(std::memory_order_relaxed);
+    if (word == kSlotFree) {
+      nfree_slots++;
+      continue;
+    }
+    if (word == kSlotWaiting || word == kSlotLeftQueued) nwaiting++;
+    else if (word != kSlotGranted && word != kSlotCancelled &&
+             word != kSlotClosed && word != kSlotLeft)
       return fail(msg, len, "INV-QUEUE: invalid slot state");
+    uint32_t count = 0;
+    for (uint32_t l = ws.lease; l != kNone; l = s->leases[l].link) {
+      if (l >= n || ++count > n ||
+          lease_state(s->leases[l]) != kLeaseReserved ||
+          s->leases[l].slot != w)
+        return fail(msg, len, "INV-RESERVE: a reservation's chain is broken");
+    }
+    nchained += count;
+    const uint32_t k = ws.weight;
+    if (k < 1 || k > n || count != ws.got)
+      return fail(msg, len, "INV-RESERVE: weight or count out of range");
+    bool ok;
+    switch (word) {
+      case kSlotGranted: ok = count == k; break;
+      case kSlotLeft: ok = count == k || count == 0; break;
+      case kSlotCancelled:
+      case kSlotClosed: ok = count == 0; break;
+      default:
+        ok = count == 0 ||
+             (w == c->head &&
+              (count < k ||
+               (word == kSlotWaiting &&
+                c->rate_interval_ns.load(std::memory_order_relaxed))));
+    }
+    if (!ok)
+      return fail(msg, len, word == kSlotGranted
+                                ? "INV-GRANT: granted slot without its leases"
+                                : "INV-RESERVE: reservation does not fit "
+                                  "the slot");
   }
+  if (nchained != nres)
+    return fail(msg, len, "INV-RESERVE: a reserved lease is on no chain");
   std::fill(seen.begin(), seen.end(), 0);
   count = 0;
   for (uint32_t w = c->free_slot; w != kNone; w = s->slots[w].next_free) {
@@ -157,7 +230,11 @@ int check_locked(shmsem_t *s, char *msg, size_t len) {
   // (A LOOSE lease may exist while waiters queue, for as long as its
   // releaser is between its CAS and the hand-off: the gate, open, keeps
   // newcomers off it. INV-GATE above.)
-  if (nwaiting && nfree)
+  // Free while waiters queue only behind a head that has all it asked for
+  // and waits for its start time (the rate).
+  if (nwaiting && nfree &&
+      !(c->head < m && s->slots[c->head].got >= s->slots[c->head].weight &&
+        c->rate_interval_ns.load(std::memory_order_relaxed)))
     return fail(msg, len, "INV-NOBYPASS: a permit is free while waiters queue");
   if (nwaiting && c->closed.load(std::memory_order_relaxed))
     return fail(msg, len, "INV-CLOSED: waiters queued on a closed semaphore");

@@ -71,31 +71,20 @@ bool same_process(const Owner &a, const Owner &b) {
 
 __thread LaneCache t_lane;
 
-namespace {
-
-// Dekker with the waiter (acquire.cc), as release.cc does.
-void wake_granted(shmsem_t *s, uint32_t w) {
-  std::atomic_thread_fence(std::memory_order_seq_cst);
-  if (s->slots[w].sleeping.load(std::memory_order_relaxed))
-    wake_slot(s, w);
-}
-
-}  // namespace
-
 // The releaser saw the gate open after freeing lease `l`: the head waiter
-// gets it, unless someone took it meanwhile (the sweep of whoever opened
-// the gate, or an acquire that read the gate before it opened).
+// (or a shrink) gets it, unless someone took it meanwhile (the sweep of
+// whoever opened the gate, or an acquire that read the gate before it
+// opened).
 void hand_loose(shmsem_t *s, uint32_t l) {
-  uint32_t wake = kNone;
+  Wakes wk;
   {
     LockGuard guard(s);
     SHMSEM_HOOK(FAST_HANDOFF_LOCKED);
-    if (s->core->waiting.load(std::memory_order_relaxed) == 0) return;
+    if (!wants_permit(s)) return;
     uint64_t w = s->leases[l].word.load(std::memory_order_relaxed);
-    bool taken;
-    if (word_state(w) == kLeaseLoose) wake = pass_loose(s, l, w, &taken);
+    if (word_state(w) == kLeaseLoose) (void)pass_loose(s, l, w, &wk);
   }
-  if (wake != kNone) wake_granted(s, wake);
+  wk.run(s);  // Dekker with the waiter (acquire.cc), as release.cc does
 }
 
 // Records looked at without the lock: a few processes alternating on a
@@ -182,7 +171,7 @@ uint32_t self_proc(shmsem_t *s) {
   return found;
 }
 
-uint32_t pass_loose(shmsem_t *s, uint32_t l, uint64_t w, bool *taken) {
+bool pass_loose(shmsem_t *s, uint32_t l, uint64_t w, Wakes *wk) {
   LeaseRecord &rec = s->leases[l];
   // Ours for the instant: a crash before pass_permit's commit leaves a HELD
   // lease of this (dead) process, which reclamation passes on. A grant, so
@@ -190,13 +179,14 @@ uint32_t pass_loose(shmsem_t *s, uint32_t l, uint64_t w, bool *taken) {
   // match that HELD lease again, and a second release of it after such a
   // crash returned 0 (the SPIN model's F1, verify/MODEL.md).
   rec.owner = self_owner();
-  *taken = rec.word.compare_exchange_strong(
-      w, lease_word(kLeaseHeld, kNoProc, next_gen(word_gen(w))),
-      std::memory_order_acquire, std::memory_order_relaxed);
-  if (!*taken) return kNone;
+  if (!rec.word.compare_exchange_strong(
+          w, lease_word(kLeaseHeld, kNoProc, next_gen(word_gen(w))),
+          std::memory_order_acquire, std::memory_order_relaxed))
+    return false;
   used_add(s, s->core->n_used_leases, s->used_leases, s->permits, l,
            &rec.used_pos);
-  return pass_permit(s, l);
+  pass_permit(s, l, wk);
+  return true;
 }
 
 uint32_t take_any_loose(shmsem_t *s, uint32_t proc, const Owner &me,
@@ -243,6 +233,7 @@ bool loose_named(const shmsem_t *s, uint32_t l, uint64_t w) {
 }
 
 int recover_unnamed_loose(shmsem_t *s) {
+  WakeAfter wk(s);
   LockGuard guard(s);
   int n = 0;
   for (uint32_t l = 0; l < s->permits; l++) {
@@ -250,10 +241,7 @@ int recover_unnamed_loose(shmsem_t *s) {
     if (word_state(w) != kLeaseLoose || loose_named(s, l, w)) continue;
     // Taken and freed again since the read: the CAS fails (a new
     // generation), and the lease is someone's, named or held.
-    bool taken;
-    uint32_t g = pass_loose(s, l, w, &taken);
-    n += taken;
-    if (g != kNone) wake_slot(s, g);
+    n += pass_loose(s, l, w, &wk);
   }
   return n;
 }
@@ -263,22 +251,21 @@ int sweep_loose(shmsem_t *s) {
   int n = 0;
   uint32_t hwm = std::min(c->procs_hwm.load(std::memory_order_relaxed),
                           s->max_procs);
-  for (uint32_t p = 0; p < hwm && c->head != kNone; p++) {
+  Wakes wk;
+  for (uint32_t p = 0; p < hwm && wants_permit(s); p++) {
     if (s->procs[p].state.load(std::memory_order_relaxed) != kProcUsed)
       continue;
     for (Lane &ln : s->procs[p].lanes) {
-      if (c->head == kNone) break;
+      if (!wants_permit(s)) break;
       uint32_t l = ln.loose.load(std::memory_order_relaxed);
       if (l >= s->permits) continue;
       uint64_t w = s->leases[l].word.load(std::memory_order_relaxed);
       if (word_state(w) != kLeaseLoose) continue;
-      bool taken;
-      uint32_t g = pass_loose(s, l, w, &taken);
-      n += taken;
-      // Under the lock: rare (a release crossed the opening of the gate).
-      if (g != kNone) wake_slot(s, g);
+      n += pass_loose(s, l, w, &wk);
     }
   }
+  // Under the lock: rare (a release crossed the opening of the gate).
+  for (uint32_t i = 0; i < wk.n; i++) wake_slot(s, wk.slot[i]);
   return n;
 }
 

@@ -28,9 +28,9 @@ namespace shmsem::detail {
 uint32_t self_proc(shmsem_t *s);
 // Lease `l` read as `w`, LOOSE: CAS it to HELD (listed, owned by this
 // process for the instant until the caller commits its next state) and
-// pass it to the head waiter or the pool (pass_permit). Returns the slot to
-// wake, or kNone; false in *taken if the word was no longer `w`.
-uint32_t pass_loose(shmsem_t *s, uint32_t l, uint64_t w, bool *taken);
+// pass it on (pass_permit; slots to wake go to `wk`). False if the word
+// was no longer `w`.
+bool pass_loose(shmsem_t *s, uint32_t l, uint64_t w, Wakes *wk);
 // Any LOOSE lease, taken for this process as HELD_FAST under `proc` (or
 // HELD with `me` as owner if proc is kNoProc). kNone if none.
 uint32_t take_any_loose(shmsem_t *s, uint32_t proc, const Owner &me,
@@ -42,8 +42,9 @@ bool loose_named(const shmsem_t *s, uint32_t l, uint64_t w);
 // a defect, makes one) goes to the head waiter or the pool. One scan of the
 // N words, for shmsem_recover(). Returns how many.
 int recover_unnamed_loose(shmsem_t *s);
-// While anyone is queued, every LOOSE lease goes to the head waiters; each
-// granted slot is woken at once. Returns how many were passed on.
+// While a permit is wanted (wants_permit: the head gathers, or a shrink
+// waits), LOOSE leases go on; each granted slot is woken at once. Returns
+// how many were passed on.
 int sweep_loose(shmsem_t *s);
 // The store-load barrier that the SC fences of the gate protocol need after
 // an RMW: nothing on x86, where a locked instruction is a full barrier.
@@ -136,8 +137,8 @@ inline int fast_acquire(shmsem_t *s, shmsem_lease_t *lease) {
 // 0 released, or 1: take the locked path (which gives every error). The
 // caller has checked the token's semaphore, index and reserved field.
 inline int fast_release(shmsem_t *s, const shmsem_lease_t *lease) {
-  // Someone queued: the permit goes to the head, under the lock.
-  if (s->core->gate.load(std::memory_order_relaxed) & kGateQueued) return 1;
+  // Someone queued (or a shrink waits): the permit goes on under the lock.
+  if (s->core->gate.load(std::memory_order_relaxed) & kGateHandOn) return 1;
   Fast f;
   if (!fast_ctx(s, &f)) return 1;
   const uint32_t l = lease->index;
@@ -166,7 +167,7 @@ inline int fast_release(shmsem_t *s, const shmsem_lease_t *lease) {
   // of the lanes): either that sweep sees this lease LOOSE, or this load
   // sees the gate open and the lease goes to the head from here.
   fence_after_rmw();
-  if (s->core->gate.load(std::memory_order_relaxed) & kGateQueued)
+  if (s->core->gate.load(std::memory_order_relaxed) & kGateHandOn)
     hand_loose(s, l);
   return 0;
 }

@@ -7,6 +7,7 @@
 #include "clock.h"
 #include "futex.h"
 #include "hooks.h"
+#include "rate.h"
 #include "tables.h"
 
 namespace shmsem::detail {
@@ -29,10 +30,11 @@ void note_handoff(shmsem_t *s, uint64_t waited) {
   s->core->handoff_ns.store(uint32_t(avg), std::memory_order_relaxed);
 }
 
-// Slot `w`, left by its owner and unlinked, goes back to the free list. A
-// waiter that left is counted as timed out whatever ended its wait (it
-// could not count itself: that takes the lock). If it held the watcher
-// role, the role passes on now (a wake under the lock: rare).
+// Slot `w`, left by its owner, unlinked, its reservation dropped, goes back
+// to the free list. A waiter that left is counted as timed out whatever
+// ended its wait (it could not count itself: that takes the lock). If it
+// held the watcher role, the role passes on now (a wake under the lock:
+// rare).
 void free_left(shmsem_t *s, uint32_t w) {
   slot_free(s, w);  // commit
   stat_bump(s->core->timeouts);
@@ -40,35 +42,83 @@ void free_left(shmsem_t *s, uint32_t w) {
   if (nw != kNone) wake_slot(s, nw);
 }
 
-uint32_t sweep_left(shmsem_t *s, uint32_t w) {
+void sweep_left(shmsem_t *s, uint32_t w, Wakes *wk) {
   WaiterSlot &ws = s->slots[w];
   uint32_t word = ws.word.load(std::memory_order_relaxed);
-  if (word == kSlotLeftQueued) {
+  if (word == kSlotLeftQueued)
     queue_unlink(s, w);
-    free_left(s, w);
-    return kNone;
-  }
-  if (word != kSlotLeft) return kNone;
-  uint32_t l = ws.lease;
-  bool reserved = lease_ok(s, l) &&
-                  lease_state(s->leases[l]) == kLeaseReserved &&
-                  s->leases[l].slot == w;
+  else if (word != kSlotLeft)
+    return;
+  // Its reservation (a grant it gave up, or a head's partial one) goes on
+  // (a crash before the slot is freed leaves the slot LEFT with nothing
+  // reserved for it: freed by whoever meets it next).
+  drop_reservation(s, w, wk);
   free_left(s, w);
-  if (!reserved) return kNone;
-  // Granted, then given up: the permit goes on (a crash in between leaves a
-  // RESERVED lease without its slot, which repair returns to the pool).
-  counter_add(s->core->reserved, -1);
-  return pass_permit(s, l);
 }
 
-uint32_t pass_permit(shmsem_t *s, uint32_t l) {
+namespace {
+
+bool head_full(const shmsem_t *s, uint32_t w) {
+  return s->slots[w].got >= slot_weight(s, w);
+}
+
+// Takes the records RESERVED for slot `w` out of its reservation: returns
+// the first, linked to the others and ending at *last (kNone: none). Each
+// is checked; a chain that leaves the records reserved for `w` stops there
+// (the rest are orphans, which the repair at unlock returns to the pool).
+uint32_t take_reservation(shmsem_t *s, uint32_t w, uint32_t *last) {
+  WaiterSlot &ws = s->slots[w];
+  uint32_t first = ws.lease, end = kNone, n = 0;
+  for (uint32_t l = first; l != kNone; l = s->leases[l].link) {
+    if (!lease_ok(s, l) || n >= s->permits ||
+        lease_state(s->leases[l]) != kLeaseReserved ||
+        s->leases[l].slot != w) {
+      mark_corrupt(s);
+      break;
+    }
+    end = l;
+    n++;
+  }
+  if (end == kNone) first = kNone;
+  else s->leases[end].link = kNone;
+  counter_add(s->core->reserved, -int32_t(n));
+  ws.lease = kNone;
+  ws.got = 0;
+  *last = end;
+  return first;
+}
+
+// The reservation of `w` goes first, then `todo`.
+uint32_t splice(shmsem_t *s, uint32_t w, uint32_t todo) {
+  uint32_t last;
+  uint32_t first = take_reservation(s, w, &last);
+  if (first == kNone) return todo;
+  s->leases[last].link = todo;
+  return first;
+}
+
+void retire(shmsem_t *s, uint32_t l) {
   Core *c = s->core;
   LeaseRecord &rec = s->leases[l];
+  counter_add(c->retiring, -1);
+  lease_unlist(s, l);
+  lease_store(rec, kLeaseRetired, lease_gen(rec));  // commit
+  counter_add(c->retired, 1);
+}
+
+// Passes lease `l`: retirement, the head, or the pool (pass_permit). New
+// records to pass (a left head's reservation) are put before *todo.
+void place(shmsem_t *s, uint32_t l, uint32_t *todo, uint32_t *rounds,
+           Wakes *wk) {
+  Core *c = s->core;
+  LeaseRecord &rec = s->leases[l];
+  // A shrink takes released permits before anyone else.
+  if (c->retiring.load(std::memory_order_relaxed) > 0) return retire(s, l);
   // Each round frees a slot whose owner left, or ends; a damaged queue
   // that has more entries than slots stops the loop.
-  for (uint32_t round = 0;; round++) {
-    uint32_t w = c->head;
-    if (w != kNone && round > s->max_waiters) {
+  for (;;) {
+    uint32_t w = c->closed.load(std::memory_order_relaxed) ? kNone : c->head;
+    if (w != kNone && ++*rounds > s->max_waiters + 1) {
       mark_corrupt(s);
       w = kNone;
     }
@@ -76,8 +126,10 @@ uint32_t pass_permit(shmsem_t *s, uint32_t l) {
                         ? s->slots[w].word.load(std::memory_order_relaxed)
                         : 0;
     if (w != kNone && word == kSlotLeftQueued) {
-      // Its owner left without the lock: not a waiter any more.
+      // Its owner left without the lock: not a waiter any more. What was
+      // reserved for it goes on after this record.
       queue_unlink(s, w);
+      *todo = splice(s, w, *todo);
       free_left(s, w);
       continue;
     }
@@ -87,20 +139,21 @@ uint32_t pass_permit(shmsem_t *s, uint32_t l) {
       mark_corrupt(s);
       w = kNone;
     }
-    if (w == kNone) {
-      // Nobody queued: back to the pool.
+    if (w == kNone || head_full(s, w)) {
+      // Nobody queued, or a head that has all it asked for and waits for
+      // its start time (the rate): back to the pool, where no newcomer
+      // takes it while anyone waits (INV-NOBYPASS).
       lease_store(rec, kLeaseFree, lease_gen(rec));  // commit
       SHMSEM_HOOK(RELEASE_FREED);
       lease_free(s, l);
       counter_add(c->available, 1);
-      return kNone;
+      return;
     }
-    // Strict FIFO: the permit goes to the head, never to the pool, so no
-    // newcomer can take it in between (INV-NOBYPASS).
+    // Strict FIFO: the permit goes to the head's reservation, never to the
+    // pool, so no newcomer can take it in between (INV-NOBYPASS).
     WaiterSlot &ws = s->slots[w];
-    queue_unlink(s, w);
-    ws.lease = l;
     rec.slot = w;
+    rec.link = ws.lease;  // checked when the chain is walked
     rec.since_ns.store(coarse_ns(), std::memory_order_relaxed);
     const uint64_t gen = next_gen(lease_gen(rec));
     SHMSEM_HOOK(RELEASE_CHOSEN);
@@ -112,21 +165,112 @@ uint32_t pass_permit(shmsem_t *s, uint32_t l) {
     // reclaimed through its slot's owner, never its own.
     rec.owner = process_of(ws.owner);
     counter_add(c->reserved, 1);
+    ws.lease = l;
+    ws.got = ws.got + 1;
     SHMSEM_HOOK(RELEASE_RESERVED);
+    if (ws.got < slot_weight(s, w)) return;  // the head gathers more
+    const uint64_t now =
+        c->rate_interval_ns.load(std::memory_order_relaxed) ? mono_ns() : 0;
+    if (!rate_ok(s, now)) {
+      // All its permits, but no token yet: it sleeps until its start time,
+      // which it learns when woken now (once).
+      wk->add(s, w);
+      return;
+    }
+    queue_unlink(s, w);
     // Release: a waiter that reads GRANTED sees the lease fields above. A
     // CAS, not a store: the owner may leave without the lock at any moment.
     uint32_t expected = kSlotWaiting;
     if (ws.word.compare_exchange_strong(expected, kSlotGranted,
                                         std::memory_order_release,
-                                        std::memory_order_relaxed))
-      return w;
-    // It left after we looked (LEFT_QUEUED, unlinked above): free the slot
-    // and offer the permit to the next head. A crash before the next
-    // commit leaves a RESERVED lease whose slot is not GRANTED: repair
-    // returns it to the pool.
-    counter_add(c->reserved, -1);
+                                        std::memory_order_relaxed)) {
+      rate_take(s, now);
+      wk->add(s, w);
+      return;
+    }
+    // It left after we looked (LEFT_QUEUED, unlinked above): its
+    // reservation, this record included, goes on. A crash before the next
+    // commit leaves RESERVED leases whose slot is not GRANTED: repair
+    // returns them to the pool.
+    *todo = splice(s, w, *todo);
     free_left(s, w);
+    return;
   }
+}
+
+// Passes `todo` and every record linked from it.
+void pass_todo(shmsem_t *s, uint32_t todo, Wakes *wk) {
+  uint32_t rounds = 0;
+  while (todo != kNone) {
+    if (!lease_ok(s, todo)) {
+      mark_corrupt(s);  // the rest stay where they are until repair
+      return;
+    }
+    const uint32_t l = todo;
+    todo = s->leases[l].link;
+    s->leases[l].link = kNone;
+    place(s, l, &todo, &rounds, wk);
+  }
+}
+
+}  // namespace
+
+void pass_permit(shmsem_t *s, uint32_t l, Wakes *wk) {
+  s->leases[l].link = kNone;
+  pass_todo(s, l, wk);
+}
+
+void pass_chain(shmsem_t *s, uint32_t l, Wakes *wk) { pass_todo(s, l, wk); }
+
+bool wants_permit(const shmsem_t *s) {
+  const Core *c = s->core;
+  if (c->retiring.load(std::memory_order_relaxed)) return true;
+  if (c->closed.load(std::memory_order_relaxed)) return false;
+  uint32_t h = c->head;
+  return h != kNone && slot_ok(s, h) && !head_full(s, h);
+}
+
+void feed_head(shmsem_t *s, Wakes *wk) {
+  Core *c = s->core;
+  for (uint32_t i = 0; i < s->permits; i++) {
+    if (!c->available.load(std::memory_order_relaxed) || !wants_permit(s))
+      return;
+    uint32_t l = lease_pop(s);
+    if (l == kNone) return;
+    counter_add(c->available, -1);
+    pass_permit(s, l, wk);
+  }
+}
+
+void drop_reservation(shmsem_t *s, uint32_t w, Wakes *wk) {
+  uint32_t last;
+  uint32_t first = take_reservation(s, w, &last);
+  if (first != kNone) pass_chain(s, first, wk);
+  feed_head(s, wk);
+}
+
+bool grant_due_head(shmsem_t *s, uint32_t w, Wakes *wk) {
+  Core *c = s->core;
+  if (c->head != w || c->closed.load(std::memory_order_relaxed)) return false;
+  WaiterSlot &ws = s->slots[w];
+  if (ws.word.load(std::memory_order_relaxed) != kSlotWaiting ||
+      !head_full(s, w))
+    return false;
+  const uint64_t now = mono_ns();
+  if (!rate_ok(s, now)) return false;
+  queue_unlink(s, w);
+  uint32_t expected = kSlotWaiting;
+  if (!ws.word.compare_exchange_strong(expected, kSlotGranted,
+                                       std::memory_order_release,
+                                       std::memory_order_relaxed)) {
+    // Only its owner changes it without the lock, and the owner is us.
+    mark_corrupt(s);
+    return false;
+  }
+  rate_take(s, now);
+  // Permits that waited in the pool behind it go to the next head.
+  feed_head(s, wk);
+  return true;
 }
 
 int finish_slot(shmsem_t *s, uint32_t w, uint32_t proc,
@@ -137,24 +281,47 @@ int finish_slot(shmsem_t *s, uint32_t w, uint32_t proc,
   int r;
   switch (word) {
     case kSlotGranted: {
-      uint32_t l = ws.lease;
-      if (!lease_ok(s, l)) {
-        mark_corrupt(s);  // repair frees a GRANTED slot without its lease
+      // Its reservation: `k` records RESERVED for it, linked from
+      // ws.lease. The token names that first one.
+      const uint32_t k = slot_weight(s, w);
+      const uint32_t l = ws.lease;
+      uint32_t n = 0;
+      for (uint32_t x = l; x != kNone; x = s->leases[x].link) {
+        if (!lease_ok(s, x) || n >= k ||
+            lease_state(s->leases[x]) != kLeaseReserved ||
+            s->leases[x].slot != w) {
+          n = 0;
+          break;
+        }
+        n++;
+      }
+      if (n != k) {
+        mark_corrupt(s);  // repair frees a GRANTED slot without its leases
         return -EUCLEAN;
       }
       LeaseRecord &rec = s->leases[l];
       const uint64_t gen = lease_gen(rec);
-      if (proc < s->max_procs) {
+      if (k == 1 && proc < s->max_procs) {
         // Under the waiter's process record: its release can be lock-free.
         lease_unlist(s, l);
         rec.word.store(lease_word(kLeaseHeldFast, proc, gen),
                        std::memory_order_release);  // commit
       } else {
-        rec.owner = process_of(ws.owner);  // named before HELD (pass_permit)
+        // The others first, the one the token names last (the commit): a
+        // thread that dies in between leaves its process holding them,
+        // which reclamation passes on once the process is gone.
+        const Owner o = process_of(ws.owner);
+        for (uint32_t x = rec.link; x != kNone; x = s->leases[x].link) {
+          s->leases[x].owner = o;  // named before HELD (pass_permit)
+          lease_store(s->leases[x], kLeaseHeld, lease_gen(s->leases[x]));
+        }
+        rec.owner = o;
         lease_store(rec, kLeaseHeld, gen);  // commit
-        counter_add(c->held, 1);
+        counter_add(c->held, int32_t(k));
       }
-      counter_add(c->reserved, -1);
+      counter_add(c->reserved, -int32_t(k));
+      ws.lease = kNone;
+      ws.got = 0;
       uint64_t now = mono_ns();
       uint64_t enq = ws.enq_ns.load(std::memory_order_relaxed);
       uint64_t waited = now > enq ? now - enq : 0;

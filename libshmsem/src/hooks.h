@@ -23,7 +23,7 @@ namespace shmsem::detail {
   X(WAIT_LEAVING)              /* lock not had by the limit, word not CASed */\
   X(WAIT_CONSUME_COMMITTED)    /* lease RESERVED->HELD, slot not yet freed */ \
   X(RELEASE_LOCKED)            /* release holds the lock, nothing changed */  \
-  X(RELEASE_CHOSEN)            /* head unlinked, lease not yet RESERVED */    \
+  X(RELEASE_CHOSEN)            /* head chosen, lease not yet RESERVED */      \
   X(RELEASE_RESERVED)          /* lease RESERVED for head, word not GRANTED*/ \
   X(RELEASE_FREED)             /* lease FREE, not yet on the free list */     \
   X(RELEASE_GRANTED)           /* grant done, lock released, not yet woken */ \
@@ -48,6 +48,8 @@ namespace shmsem::detail {
   X(LOCK_TAKEN)                /* lock word CASed, holder not yet named */    \
   X(LOCK_TAKEOVER)             /* dead holder proven, word not yet CASed */   \
   X(LOCK_HOLDER_ALIVE)         /* a lock waiter judged the holder not dead */ \
+  X(CAPACITY_SET)              /* capacity stored, records not settled */    \
+  X(CAPACITY_ONE)              /* one record retired or returned, locked */  \
   X(CREATE_OPENED)             /* create: unnamed file open, empty */         \
   X(CREATE_SIZED)              /* create: file sized, not initialised */      \
   X(CREATE_INITIALISED)        /* create: segment built, not yet named */     \

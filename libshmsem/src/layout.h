@@ -16,7 +16,7 @@ namespace shmsem::detail {
 
 inline constexpr size_t kCacheLine = 64;
 inline constexpr uint64_t kMagic = 0x0100'4d45'534d'4853ull;  // "SHMSEM\0\1"
-inline constexpr uint32_t kLayoutVersion = 6;
+inline constexpr uint32_t kLayoutVersion = 7;
 inline constexpr uint32_t kReady = 0x5245'4459u;  // "READY", stored last
 inline constexpr uint32_t kNone = 0xffff'ffffu;   // "no index"
 // The lock word: a tid (at most 2^22 on Linux) and one flag.
@@ -38,6 +38,7 @@ enum LeaseState : uint32_t {
   kLeaseReserved = 0x6,  // granted to waiter `slot`; listed
   kLeaseLoose = 0x9,     // free, off the free list, named by a lane of `proc`
   kLeaseHeldFast = 0xA,  // held by process record `proc`; not listed
+  kLeaseRetired = 0xC,   // above the capacity (a shrink): nobody's; not listed
 };
 // The lease word: state (4 bits) | process record (12 bits) | generation
 // (48 bits). One word, so that one CAS both checks a token's generation and
@@ -113,7 +114,13 @@ struct Header {
   uint64_t nonce;  // random per creation: tokens name their semaphore
   uint64_t proc_off;  // procs[max_procs]
   uint32_t max_procs;
-  uint32_t pad;
+  // The configuration it was created with (shmsem_create compares a
+  // caller's with it; the capacity itself lives in Core and changes).
+  // `permits` above is the number of lease records: the maximum capacity.
+  uint32_t created_permits;  // 0: no concurrency limit (rate only)
+  uint32_t rate;             // acquisitions per rate_period_ns; 0 none
+  uint32_t burst;
+  uint64_t rate_period_ns;
 };
 static_assert(sizeof(Header) <= 2 * kCacheLine);
 
@@ -123,7 +130,9 @@ struct alignas(kCacheLine) LeaseRecord {
   uint32_t next_free;          // free-list link (rebuildable)
   Owner owner;  // HELD: the process (tid, tino are 0); else stale
   uint32_t used_pos;   // index in used_leases while HELD/RESERVED (rebuildable)
-  uint32_t pad;
+  // The next record of the same reservation (RESERVED for one slot) or of
+  // the same weighted lease (HELD under one token), or kNone. Section 13.
+  uint32_t link;
   std::atomic<uint64_t> since_ns;  // coarse monotonic time of the grant
 };
 static_assert(sizeof(LeaseRecord) == kCacheLine);
@@ -176,6 +185,10 @@ struct alignas(kCacheLine) WaiterSlot {
   // to a waiter still spinning skips the FUTEX_WAKE. Advisory only.
   std::atomic<uint32_t> sleeping;
   uint32_t used_pos;  // index in used_slots while not FREE (rebuildable)
+  // Permits this wait asks for (1..permits), and how many are RESERVED for
+  // it so far (`lease` heads their chain; rebuildable). Section 13.
+  uint32_t weight;
+  uint32_t got;
   alignas(kCacheLine) Owner owner;
 };
 static_assert(sizeof(WaiterSlot) == 2 * kCacheLine);
@@ -225,6 +238,19 @@ struct alignas(kCacheLine) Core {
   std::atomic<uint32_t> n_used_slots;
   // One past the highest process record ever USED (sweeps scan below it).
   std::atomic<uint32_t> procs_hwm;
+  // The capacity (section 13): the committed target, at most the number of
+  // records. `retired` records are RETIRED; `retiring` more (held or
+  // reserved now) retire as they come back. Caches of the record states and
+  // `capacity`: capacity + retired + retiring == records.
+  std::atomic<uint32_t> capacity;
+  std::atomic<uint32_t> retired;
+  std::atomic<uint32_t> retiring;
+  // The rate limit (GCRA): one acquisition per rate_interval_ns, `burst` at
+  // once; rate_tat_ns is the theoretical arrival time (mono_ns()). Interval
+  // 0: no rate limit. Section 13.
+  std::atomic<uint32_t> rate_burst;
+  std::atomic<uint64_t> rate_interval_ns;
+  std::atomic<uint64_t> rate_tat_ns;
 
   // The gate of the lock-free path, on its own line (read by every fast
   // acquire and release, written only when it changes): kGateQueued while
@@ -245,6 +271,12 @@ struct alignas(kCacheLine) Core {
 
 inline constexpr uint32_t kGateQueued = 1;
 inline constexpr uint32_t kGateClosed = 2;
+// A shrink waits for permits to come back: releases take the lock.
+inline constexpr uint32_t kGateRetiring = 4;
+// A rate limit: every acquire takes a token under the lock.
+inline constexpr uint32_t kGateRate = 8;
+// Bits that send a release to the lock (a permit is wanted there).
+inline constexpr uint32_t kGateHandOn = kGateQueued | kGateRetiring;
 
 inline constexpr size_t kCoreOff = 2 * kCacheLine;
 static_assert(sizeof(Header) <= kCoreOff);

@@ -138,8 +138,7 @@ class Verdicts {
 
 // Under the lock: reclaim one record if it still belongs to `c.owner`.
 // Appends slots to wake; returns the records reclaimed.
-int reclaim_one(shmsem_t *s, const Candidate &cand,
-                std::vector<uint32_t> *wake) {
+int reclaim_one(shmsem_t *s, const Candidate &cand, Wakes *wake) {
   Core *c = s->core;
   int n = 0;
   if (cand.slot) {
@@ -150,24 +149,21 @@ int reclaim_one(shmsem_t *s, const Candidate &cand,
       return 0;  // queued again since: a live waiter, not ours to touch
     if (slot_left(word)) {
       // Left by its owner without the lock (alive or not): free it.
-      uint32_t g = sweep_left(s, cand.idx);
-      if (g != kNone) wake->push_back(g);
+      sweep_left(s, cand.idx, wake);
       SHMSEM_HOOK(RECLAIM_ONE);
       return 1;
     }
     if (word == kSlotWaiting) queue_unlink(s, cand.idx);
-    uint32_t l = word == kSlotGranted ? ws.lease : kNone;
+    // Granted to a waiter that died before returning, or reserved for a
+    // head that died gathering: the permits go on.
+    const bool granted = word == kSlotGranted && ws.lease != kNone;
+    drop_reservation(s, cand.idx, wake);
     slot_free(s, cand.idx);  // commit
     uint32_t nw = watcher_leave(s, cand.idx);
-    if (nw != kNone) wake->push_back(nw);
+    if (nw != kNone) wake->add(s, nw);
     stat_bump(c->reclaimed_waiters);
     n++;
-    if (l != kNone && l < s->permits &&
-        lease_state(s->leases[l]) == kLeaseReserved) {
-      // Granted to a waiter that died before returning: pass it on.
-      counter_add(c->reserved, -1);
-      uint32_t g = pass_permit(s, l);
-      if (g != kNone) wake->push_back(g);
+    if (granted) {
       stat_bump(c->reclaimed_holders);
       n++;
     }
@@ -189,8 +185,7 @@ int reclaim_one(shmsem_t *s, const Candidate &cand,
       return 0;
     used_add(s, c->n_used_leases, s->used_leases, s->permits, cand.idx,
              &rec.used_pos);
-    uint32_t g = pass_permit(s, cand.idx);  // commit inside
-    if (g != kNone) wake->push_back(g);
+    pass_permit(s, cand.idx, wake);  // commit inside
     stat_bump(c->reclaimed_holders);
     n++;
   } else if (cand.kind == Kind::kProc) {
@@ -206,11 +201,8 @@ int reclaim_one(shmsem_t *s, const Candidate &cand,
       uint64_t w = l < s->permits
                        ? s->leases[l].word.load(std::memory_order_relaxed)
                        : 0;
-      if (word_state(w) == kLeaseLoose && word_proc(w) == cand.idx) {
-        bool taken;
-        uint32_t g = pass_loose(s, l, w, &taken);
-        if (g != kNone) wake->push_back(g);
-      }
+      if (word_state(w) == kLeaseLoose && word_proc(w) == cand.idx)
+        (void)pass_loose(s, l, w, wake);
       acquired += ln.acquisitions.load(std::memory_order_relaxed);
       ln.loose.store(kNone, std::memory_order_relaxed);
       ln.acquisitions.store(0, std::memory_order_relaxed);
@@ -223,9 +215,10 @@ int reclaim_one(shmsem_t *s, const Candidate &cand,
     const LeaseRecord &rec = s->leases[cand.idx];
     if (lease_state(rec) != kLeaseHeld || !same(rec.owner, cand.owner))
       return 0;
+    // Alone, even if it is one record of a weighted lease: the others are
+    // candidates of their own (release cuts the chain where it breaks).
     counter_add(c->held, -1);
-    uint32_t g = pass_permit(s, cand.idx);  // commit inside
-    if (g != kNone) wake->push_back(g);
+    pass_permit(s, cand.idx, wake);  // commit inside
     stat_bump(c->reclaimed_holders);
     n++;
   }
@@ -251,8 +244,8 @@ int reclaim_candidates(shmsem_t *s, const Limit *limit,
   }
   SHMSEM_HOOK(RECLAIM_SCANNED);
   int n = 0;
-  std::vector<uint32_t> wake;
   for (size_t i = 0; i < dead.size(); i += kChunk) {
+    Wakes wake;
     {
       LockGuard guard(s, limit);
       if (guard.error()) break;  // the rest is left for the next pass
@@ -261,8 +254,7 @@ int reclaim_candidates(shmsem_t *s, const Limit *limit,
         n += reclaim_one(s, dead[j], &wake);
       n += sweep_loose(s);
     }
-    for (uint32_t w : wake) wake_slot(s, w);
-    wake.clear();
+    wake.run(s);
   }
   return n;
 }

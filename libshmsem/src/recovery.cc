@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "capacity.h"
 #include "fastpath.h"
 #include "futex.h"
 #include "owner.h"
@@ -21,6 +22,30 @@
 
 namespace shmsem::detail {
 
+namespace {
+
+// A RESERVED record given back in repair: FREE, for the rebuild below.
+void orphan(shmsem_t *s, uint32_t l) {
+  LeaseRecord &rec = s->leases[l];
+  rec.link = kNone;
+  lease_store(rec, kLeaseFree, lease_gen(rec));
+}
+
+// Every record reserved for slot `w` (its chain, rebuilt in step 1) goes
+// back to the pool.
+void orphan_reservation(shmsem_t *s, uint32_t w) {
+  WaiterSlot &ws = s->slots[w];
+  for (uint32_t l = ws.lease, i = 0; l != kNone && i < s->permits; i++) {
+    uint32_t next = s->leases[l].link;
+    orphan(s, l);
+    l = next;
+  }
+  ws.lease = kNone;
+  ws.got = 0;
+}
+
+}  // namespace
+
 void repair(shmsem_t *s) {
   SHMSEM_HOOK(REPAIR_LOCKED);
   Core *c = s->core;
@@ -28,47 +53,60 @@ void repair(shmsem_t *s) {
   const uint32_t n = s->permits, m = s->max_waiters;
   std::vector<uint32_t> wake;
 
-  // 1. Half-finished grants and returns.
-  for (uint32_t l = 0; l < n; l++) {
+  // 1. Reservations, from the records: each RESERVED lease names its slot.
+  // A slot's chain and count are caches of that (section 13).
+  for (uint32_t w = 0; w < m; w++) {
+    s->slots[w].lease = kNone;
+    s->slots[w].got = 0;
+  }
+  for (uint32_t l = n; l-- > 0;) {
     LeaseRecord &rec = s->leases[l];
     if (lease_state(rec) != kLeaseReserved) continue;
     uint32_t w = rec.slot;
     uint32_t word =
         w < m ? s->slots[w].word.load(std::memory_order_relaxed) : 0;
-    if (word == kSlotWaiting) {
+    if (word == kSlotWaiting || word == kSlotLeftQueued ||
+        word == kSlotGranted || word == kSlotLeft) {
+      rec.link = s->slots[w].lease;
       s->slots[w].lease = l;
-      // A CAS: the owner may leave without the lock at any moment; then
-      // the lease is an orphan like any other.
-      if (s->slots[w].word.compare_exchange_strong(
-              word, kSlotGranted, std::memory_order_release,
-              std::memory_order_relaxed))
-        wake.push_back(w);
-      else
-        lease_store(rec, kLeaseFree, lease_gen(rec));  // orphan
-    } else if (!((word == kSlotGranted || word == kSlotLeft) &&
-                 s->slots[w].lease == l)) {
-      lease_store(rec, kLeaseFree, lease_gen(rec));  // orphan
+      s->slots[w].got++;
+    } else {
+      orphan(s, l);  // its slot is gone: a hand-on cut short
     }
   }
+  // The head: only it may gather a reservation (strict FIFO).
+  uint64_t head_ticket = ~uint64_t{0};
+  for (uint32_t w = 0; w < m; w++) {
+    uint32_t word = s->slots[w].word.load(std::memory_order_relaxed);
+    uint64_t t = __atomic_load_n(&s->slots[w].ticket, __ATOMIC_RELAXED);
+    if ((word == kSlotWaiting || word == kSlotLeftQueued) && t < head_ticket)
+      head_ticket = t;
+  }
+  const bool limited = c->rate_interval_ns.load(std::memory_order_relaxed);
+
+  // 2. Half-finished grants, consumes and returns: each slot against its
+  // reservation.
   for (uint32_t w = 0; w < m; w++) {
     WaiterSlot &ws = s->slots[w];
     uint32_t word = ws.word.load(std::memory_order_relaxed);
+    const uint32_t k = slot_weight(s, w), got = ws.got;
     // Slot words its owner may change meanwhile (leaving without the lock:
     // WAITING -> LEFT_QUEUED, the others -> LEFT) are changed by CAS; a
     // slot left either way is consistent, and is freed by whoever meets it
     // next (grant.cc sweep_left()), never here.
-    if (word == kSlotGranted) {
-      uint32_t l = ws.lease;
-      if (l >= n ||
-          lease_state(s->leases[l]) != kLeaseReserved ||
-          s->leases[l].slot != w)
+    if (word == kSlotGranted || word == kSlotLeft) {
+      // All of it, or nothing (consumed); a part means the consumer died
+      // between the records it made HELD: the rest go back.
+      if (got != k && got != 0) orphan_reservation(s, w);
+      if (word == kSlotGranted && ws.got == 0)
         ws.word.compare_exchange_strong(word, kSlotFree,
                                         std::memory_order_release,
-                                        std::memory_order_relaxed);  // consumed
+                                        std::memory_order_relaxed);
     } else if ((word == kSlotWaiting || word == kSlotLeftQueued) &&
                c->closed.load(std::memory_order_relaxed)) {
-      // 2. A shutdown that died half-way. (A slot its owner left goes out
+      // A shutdown that died half-way. (A slot its owner left goes out
       // of the queue as LEFT: nobody waits on a closed semaphore.)
+      orphan_reservation(s, w);
       if (word == kSlotWaiting &&
           ws.word.compare_exchange_strong(word, kSlotClosed,
                                           std::memory_order_release,
@@ -76,14 +114,35 @@ void repair(shmsem_t *s) {
         wake.push_back(w);
       else
         ws.word.store(kSlotLeft, std::memory_order_release);
-    } else if (word != kSlotWaiting && word != kSlotCancelled &&
-               word != kSlotClosed && word != kSlotFree && !slot_left(word)) {
+    } else if (word == kSlotWaiting || word == kSlotLeftQueued) {
+      if (got && (__atomic_load_n(&ws.ticket, __ATOMIC_RELAXED) !=
+                      head_ticket ||
+                  got > k)) {
+        orphan_reservation(s, w);  // not the head's: a writer's
+      } else if (word == kSlotWaiting && got == k) {
+        // A grant cut short between its last reservation and GRANTED:
+        // completed (a CAS: the owner may leave without the lock; then
+        // the records are orphans like any other). Under a rate limit it
+        // waits for its start time: woken to learn it.
+        if (limited)
+          wake.push_back(w);
+        else if (ws.word.compare_exchange_strong(
+                     word, kSlotGranted, std::memory_order_release,
+                     std::memory_order_relaxed))
+          wake.push_back(w);
+        else
+          orphan_reservation(s, w);
+      }
+    } else if (word == kSlotCancelled || word == kSlotClosed) {
+      orphan_reservation(s, w);  // dropped when it was cancelled or closed
+    } else if (word != kSlotFree) {
+      orphan_reservation(s, w);
       ws.word.store(kSlotFree, std::memory_order_release);
     }
   }
 
   // 3. Free lists, queue and counters from the record states.
-  uint32_t avail = 0, held = 0, reserved = 0;
+  uint32_t avail = 0, held = 0, reserved = 0, retired = 0;
   c->free_lease = kNone;
   c->n_used_leases.store(0, std::memory_order_relaxed);
   c->n_used_slots.store(0, std::memory_order_relaxed);
@@ -98,6 +157,9 @@ void repair(shmsem_t *s) {
       case kLeaseReserved:
         reserved++;
         used_add(s, c->n_used_leases, s->used_leases, n, l, &rec.used_pos);
+        break;
+      case kLeaseRetired:
+        retired++;
         break;
       case kLeaseHeldFast:
         // The lock-free path's, changed by CAS only. Held under a process
@@ -139,6 +201,10 @@ void repair(shmsem_t *s) {
   c->available.store(avail, std::memory_order_relaxed);
   c->held.store(held, std::memory_order_relaxed);
   c->reserved.store(reserved, std::memory_order_relaxed);
+  c->retired.store(retired, std::memory_order_relaxed);
+  c->retiring.store(0, std::memory_order_relaxed);  // settled in step 5
+  if (c->capacity.load(std::memory_order_relaxed) > n)
+    c->capacity.store(n, std::memory_order_relaxed);
 
   // (ticket, slot), each ticket read once: the sort must never read the
   // segment, where a writer may change tickets under it, and std::sort
@@ -177,17 +243,15 @@ void repair(shmsem_t *s) {
     if (c->tail != kNone) wake.push_back(c->tail);
   }
 
-  // 5. A releaser that died after freeing its lease: permits free while
-  // waiters queue break INV-NOBYPASS; hand them on.
-  for (uint32_t i = 0; i < n && c->head != kNone; i++) {
-    uint32_t l = lease_pop(s);
-    if (l == kNone) break;
-    counter_add(c->available, -1);
-    uint32_t g = pass_permit(s, l);
-    if (g != kNone) wake.push_back(g);
-  }
+  // 5. A resize cut short is finished: the records follow the capacity.
+  // Then a releaser that died after freeing its lease: permits free while
+  // the head gathers break INV-NOBYPASS; hand them on.
+  Wakes wk;
+  settle_capacity(s, &wk);
+  feed_head(s, &wk);
   // 6. Leases a lock-free release freed while waiters queue.
   sweep_loose(s);
+  for (uint32_t i = 0; i < wk.n; i++) wake.push_back(wk.slot[i]);
   for (uint32_t w : wake) wake_slot(s, w);
 }
 

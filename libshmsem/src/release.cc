@@ -2,6 +2,7 @@
 #include "release.h"
 
 #include <errno.h>
+#include <string.h>
 
 #include "fastpath.h"
 #include "futex.h"
@@ -28,16 +29,41 @@ int release(shmsem_t *s, shmsem_lease_t *lease) {
   return r <= 0 ? r : release_locked(s, lease);
 }
 
+namespace {
+
+// Lease `l`, HELD by `rec.owner`, is a weighted lease's first record: the
+// records linked from it are the others (section 13). Checks each (HELD,
+// the same owner, at most `permits` of them) and cuts the chain at the
+// first that is not one (reclamation passed it on alone after its owner
+// died, or a writer). Returns how many records the lease has now.
+uint32_t lease_chain(shmsem_t *s, uint32_t l) {
+  const Owner &o = s->leases[l].owner;
+  uint32_t n = 1, prev = l;
+  for (uint32_t x = s->leases[l].link; x != kNone; x = s->leases[x].link) {
+    if (!lease_ok(s, x) || n >= s->permits ||
+        lease_state(s->leases[x]) != kLeaseHeld ||
+        memcmp(&s->leases[x].owner, &o, sizeof o) != 0)
+      break;
+    prev = x;
+    n++;
+  }
+  s->leases[prev].link = kNone;
+  return n;
+}
+
+}  // namespace
+
 int release_locked(shmsem_t *s, const shmsem_lease_t *lease) {
   const uint32_t l = lease->index;
   const uint64_t gen = lease->gen;
-  uint32_t wake;
+  Wakes wk;
   {
     LockGuard guard(s);
     SHMSEM_HOOK(RELEASE_LOCKED);
     LeaseRecord &rec = s->leases[l];
-    // A lease is valid only while its record is held at the same generation:
-    // a second release, or a release after reclamation, changes nothing.
+    // A lease is valid only while its record is held at the same
+    // generation: a second release, or a release after reclamation,
+    // changes nothing.
     uint64_t w = rec.word.load(std::memory_order_relaxed);
     if (word_gen(w) != gen) return -EALREADY;
     if (word_state(w) == kLeaseHeldFast) {
@@ -51,23 +77,24 @@ int release_locked(shmsem_t *s, const shmsem_lease_t *lease) {
         return -EALREADY;
       used_add(s, s->core->n_used_leases, s->used_leases, s->permits, l,
                &rec.used_pos);
+      pass_permit(s, l, &wk);  // one permit: never weighted
     } else if (word_state(w) == kLeaseHeld) {
-      counter_add(s->core->held, -1);
+      // This record first (the commit that spends the token), then the
+      // others of a weighted lease: a releaser killed in between leaves
+      // them HELD by their (dead) owner, which reclamation passes on.
+      uint32_t n = lease_chain(s, l);
+      counter_add(s->core->held, -int32_t(n));
+      pass_chain(s, l, &wk);
     } else {
       return -EALREADY;
     }
-    wake = pass_permit(s, l);
   }
-  if (wake != kNone) {
-    SHMSEM_HOOK(RELEASE_GRANTED);
-    // Dekker with the waiter (acquire.cc): our GRANTED store, then this
-    // load; its `sleeping` store, then its load of the word. One of the two
-    // loads sees the other's store, so a sleeper is never missed; a waiter
-    // still spinning costs no system call.
-    std::atomic_thread_fence(std::memory_order_seq_cst);
-    if (s->slots[wake].sleeping.load(std::memory_order_relaxed))
-      wake_slot(s, wake);
-  }
+  if (wk.n) SHMSEM_HOOK(RELEASE_GRANTED);
+  // Dekker with the waiter (acquire.cc): our GRANTED store, then the fence
+  // and load of `sleeping` in run(); its `sleeping` store, then its load
+  // of the word. One of the two loads sees the other's store, so a
+  // sleeper is never missed; a waiter still spinning costs no system call.
+  wk.run(s);
   return 0;
 }
 

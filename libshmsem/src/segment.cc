@@ -19,6 +19,7 @@
 #include "lock.h"
 #include "owner.h"
 #include "publish.h"
+#include "rate.h"
 #include "reclaim.h"
 
 namespace shmsem::detail {
@@ -42,7 +43,19 @@ uint64_t draw_nonce() {
   return v ? v : 1;
 }
 
-int init_segment(void *base, uint32_t permits, uint32_t max_waiters) {
+// What a segment is built from: shmsem_config, checked and with its
+// defaults filled in.
+struct Build {
+  uint32_t records;   // max_permits: lease records
+  uint32_t capacity;  // permits at creation
+  uint32_t created;   // cfg->permits (0: no concurrency limit)
+  uint32_t max_waiters;
+  uint32_t rate, burst;
+  uint64_t period_ns, interval_ns;
+};
+
+int init_segment(void *base, const Build &b) {
+  const uint32_t permits = b.records, max_waiters = b.max_waiters;
   Geometry g = geometry(permits, max_waiters);
   auto *hdr = static_cast<Header *>(base);
   auto *core = reinterpret_cast<Core *>(static_cast<char *>(base) + kCoreOff);
@@ -54,15 +67,23 @@ int init_segment(void *base, uint32_t permits, uint32_t max_waiters) {
   // The file is fresh from ftruncate, so all bytes are zero (which is also
   // an empty array of records in use).
   init_lock(core);
-  core->available.store(permits, std::memory_order_relaxed);
+  core->available.store(b.capacity, std::memory_order_relaxed);
+  core->capacity.store(b.capacity, std::memory_order_relaxed);
+  core->retired.store(permits - b.capacity, std::memory_order_relaxed);
+  core->rate_interval_ns.store(b.interval_ns, std::memory_order_relaxed);
+  core->rate_burst.store(b.burst, std::memory_order_relaxed);
+  core->gate.store(b.interval_ns ? kGateRate : 0, std::memory_order_relaxed);
   core->head = core->tail = core->watcher = kNone;
   core->next_ticket = 1;
   core->watch_period_ns.store(kWatchPeriodNs, std::memory_order_relaxed);
+  // Records [0, capacity) free, the rest RETIRED until the capacity grows.
   for (uint32_t i = 0; i < permits; i++) {
-    leases[i].word.store(lease_word(kLeaseFree, kNoProc, 0),
-                         std::memory_order_relaxed);
+    leases[i].word.store(
+        lease_word(i < b.capacity ? kLeaseFree : kLeaseRetired, kNoProc, 0),
+        std::memory_order_relaxed);
     leases[i].slot = kNone;
-    leases[i].next_free = i + 1 < permits ? i + 1 : kNone;
+    leases[i].link = kNone;
+    leases[i].next_free = i + 1 < b.capacity ? i + 1 : kNone;
   }
   auto *procs =
       reinterpret_cast<ProcRecord *>(static_cast<char *>(base) + g.proc_off);
@@ -71,7 +92,7 @@ int init_segment(void *base, uint32_t permits, uint32_t max_waiters) {
     for (Lane &ln : procs[i].lanes)
       ln.loose.store(kNone, std::memory_order_relaxed);
   }
-  core->free_lease = 0;
+  core->free_lease = b.capacity ? 0 : kNone;
   for (uint32_t i = 0; i < max_waiters; i++) {
     slots[i].word.store(kSlotFree, std::memory_order_relaxed);
     slots[i].lease = kNone;
@@ -90,6 +111,10 @@ int init_segment(void *base, uint32_t permits, uint32_t max_waiters) {
   hdr->used_off = g.used_off;
   hdr->proc_off = g.proc_off;
   hdr->max_procs = g.max_procs;
+  hdr->created_permits = b.created;
+  hdr->rate = b.rate;
+  hdr->burst = b.burst;
+  hdr->rate_period_ns = b.period_ns;
   hdr->pidns = pidns_inode();
   hdr->nonce = draw_nonce();
   timespec now;
@@ -236,6 +261,47 @@ int segment_view(void *copy, size_t size, shmsem_t **out) {
   return *out ? 0 : -ENOMEM;
 }
 
+namespace {
+
+// The configuration, checked, with its defaults (shmsem.h).
+int build_of(const shmsem_config *cfg, Build *b) {
+  // Read and write bits only: a setuid, setgid, sticky or executable
+  // segment file in a /dev/shm without nosuid is a way to run code as its
+  // owner (an unprivileged user wrote an ELF into a 04777 one and ran it).
+  if (cfg->max_waiters > SHMSEM_MAX_WAITERS || (cfg->mode & ~0666u))
+    return -EINVAL;
+  for (uint64_t r : cfg->__reserved)
+    if (r) return -EINVAL;
+  if (cfg->permits > SHMSEM_MAX_PERMITS ||
+      cfg->max_permits > SHMSEM_MAX_PERMITS)
+    return -EINVAL;
+  b->rate = cfg->rate;
+  b->burst = b->period_ns = b->interval_ns = 0;
+  if (cfg->rate) {
+    b->burst = cfg->burst ? cfg->burst : 1;
+    b->period_ns = cfg->rate_period_ns ? cfg->rate_period_ns : kNsPerSec;
+    b->interval_ns = b->period_ns / cfg->rate;
+    if (b->burst > SHMSEM_MAX_BURST || b->interval_ns < 1 ||
+        b->interval_ns > kMaxRateIntervalNs)
+      return -EINVAL;
+  } else if (cfg->burst || cfg->rate_period_ns) {
+    return -EINVAL;  // a burst or period without a rate
+  }
+  // No concurrency limit needs a rate (else nothing limits anything).
+  if (cfg->permits == 0 && !cfg->rate) return -EINVAL;
+  b->created = cfg->permits;
+  b->records = cfg->max_permits        ? cfg->max_permits
+               : cfg->permits          ? cfg->permits
+                                       : SHMSEM_DEFAULT_RATE_ONLY_PERMITS;
+  b->capacity = cfg->permits ? cfg->permits : b->records;
+  if (b->records < b->capacity) return -EINVAL;
+  b->max_waiters =
+      cfg->max_waiters ? cfg->max_waiters : SHMSEM_DEFAULT_MAX_WAITERS;
+  return 0;
+}
+
+}  // namespace
+
 int segment_create(const char *name, const shmsem_config *cfg, int flags,
                    shmsem_t **out) {
   if (!out) return -EINVAL;
@@ -243,17 +309,9 @@ int segment_create(const char *name, const shmsem_config *cfg, int flags,
   int e = check_name(name);
   if (e) return e;
   if (!cfg || flags & ~int(SHMSEM_EXCL | SHMSEM_ANY_OWNER)) return -EINVAL;
-  if (cfg->permits < 1 || cfg->permits > SHMSEM_MAX_PERMITS) return -EINVAL;
-  // Read and write bits only: a setuid, setgid, sticky or executable
-  // segment file in a /dev/shm without nosuid is a way to run code as its
-  // owner (an unprivileged user wrote an ELF into a 04777 one and ran it).
-  if (cfg->max_waiters > SHMSEM_MAX_WAITERS || (cfg->mode & ~0666u))
-    return -EINVAL;
-  if (cfg->__reserved0) return -EINVAL;
-  for (uint64_t r : cfg->__reserved)
-    if (r) return -EINVAL;
-  uint32_t max_waiters =
-      cfg->max_waiters ? cfg->max_waiters : SHMSEM_DEFAULT_MAX_WAITERS;
+  Build build;
+  e = build_of(cfg, &build);
+  if (e) return e;
   mode_t mode = cfg->mode ? cfg->mode : SHMSEM_DEFAULT_MODE;
   const uid_t euid_now = geteuid();
 
@@ -264,12 +322,21 @@ int segment_create(const char *name, const shmsem_config *cfg, int flags,
   auto open_existing = [&]() -> int {
     int r = open_named(name, 0, owner, out);
     if (r) return r;
-    // Compatible: same permits, and the same queue bound unless the caller
-    // left it 0 ("the default, or whatever it already has").
+    // Compatible: created with the same configuration (the capacity may
+    // have changed since: shmsem_set_permits), and the same queue bound
+    // unless the caller left it 0 ("the default, or whatever it already
+    // has"). The header fields are display and comparison only.
     // open_named() returns 0 only with *out set; the analyzer takes a
     // failed shm_open() to leave errno 0, i.e. "returned 0, *out null".
     // NOLINTNEXTLINE(clang-analyzer-core.NullDereference)
-    if ((*out)->permits != cfg->permits ||
+    const Header *h = (*out)->hdr;
+    if ((*out)->permits != build.records ||
+        __atomic_load_n(&h->created_permits, __ATOMIC_RELAXED) !=
+            build.created ||
+        __atomic_load_n(&h->rate, __ATOMIC_RELAXED) != build.rate ||
+        __atomic_load_n(&h->burst, __ATOMIC_RELAXED) != build.burst ||
+        __atomic_load_n(&h->rate_period_ns, __ATOMIC_RELAXED) !=
+            build.period_ns ||
         (cfg->max_waiters && (*out)->max_waiters != cfg->max_waiters)) {
       segment_detach(*out);
       *out = nullptr;
@@ -284,15 +351,11 @@ int segment_create(const char *name, const shmsem_config *cfg, int flags,
 
   // Build the whole segment in a file nobody can name yet, then give it its
   // name in one step (publish.cc): it appears complete or not at all.
-  struct Build {
-    uint32_t permits, max_waiters;
-  } build{cfg->permits, max_waiters};
   Mapping m;
   e = publish_segment(
-      name, mode, geometry(cfg->permits, max_waiters).total_size,
+      name, mode, geometry(build.records, build.max_waiters).total_size,
       [](void *base, void *ctx) {
-        auto *b = static_cast<Build *>(ctx);
-        return init_segment(base, b->permits, b->max_waiters);
+        return init_segment(base, *static_cast<Build *>(ctx));
       },
       &build, &m);
   if (!e) {

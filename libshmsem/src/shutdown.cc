@@ -19,7 +19,8 @@ int fail_queued(shmsem_t *s) {
     uint32_t word =
         slot_ok(s, w) ? s->slots[w].word.load(std::memory_order_relaxed) : 0;
     if (word == kSlotLeftQueued) {
-      sweep_left(s, w);  // its owner left without the lock: just free it
+      Wakes none;  // closed: nobody is granted
+      sweep_left(s, w, &none);  // its owner left without the lock: free it
       continue;
     }
     if (word != kSlotWaiting) {
@@ -27,6 +28,9 @@ int fail_queued(shmsem_t *s) {
       break;
     }
     queue_unlink(s, w);
+    // What was reserved for it goes to the pool (closed: no head takes it).
+    Wakes none;
+    drop_reservation(s, w, &none);
     // A CAS: the owner may leave without the lock at any moment.
     uint32_t expected = kSlotWaiting;
     if (!s->slots[w].word.compare_exchange_strong(

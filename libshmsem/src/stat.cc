@@ -5,8 +5,12 @@
 #include <math.h>
 #include <string.h>
 
+#include <algorithm>
+
 #include "handle.h"
+#include "clock.h"
 #include "lock.h"
+#include "rate.h"
 
 namespace shmsem::detail {
 namespace {
@@ -20,7 +24,20 @@ void fill(shmsem_t *s, struct shmsem_stat *st) {
     return a.load(std::memory_order_relaxed);
   };
   memset(st, 0, sizeof *st);
-  st->permits = s->permits;
+  st->permits = std::min(r32(c->capacity), s->permits);
+  st->max_permits = s->permits;
+  st->retiring = r32(c->retiring);
+  // The rate as created (the header: display only), and the bucket now.
+  const Header *h = s->hdr;
+  st->rate = __atomic_load_n(&h->rate, __ATOMIC_RELAXED);
+  st->burst = __atomic_load_n(&h->burst, __ATOMIC_RELAXED);
+  st->rate_period_ns = __atomic_load_n(&h->rate_period_ns, __ATOMIC_RELAXED);
+  if (r64(c->rate_interval_ns)) {
+    const uint64_t now = mono_ns();
+    st->rate_tokens = rate_tokens(s, now);
+    st->rate_next_ns = std::max(rate_start(rate_read(s, now)), now);
+    if (st->rate_tokens) st->rate_next_ns = now;
+  }
   st->max_waiters = s->max_waiters;
   st->available = r32(c->available);
   st->held = r32(c->held);

@@ -43,18 +43,22 @@ inline void lease_store(LeaseRecord &r, uint32_t state, uint64_t gen) {
 }
 
 // --- the gate of the lock-free path --------------------------------------------
-// After `waiting` or `closed` changed: the gate follows them. Returns true
-// when it has just opened to the queue (nobody was queued): the caller then
-// sweeps the lanes (fastpath.h), after a fence, for leases freed by
-// releasers that read the gate before this store.
+// After `waiting`, `closed`, `retiring` or the rate changed: the gate
+// follows them. Returns true when it has just opened to a hand-on (nobody
+// was queued and no shrink waited): the caller then sweeps the lanes
+// (fastpath.h), after a fence, for leases freed by releasers that read the
+// gate before this store.
 inline bool gate_sync(shmsem_t *s) {
   Core *c = s->core;
-  uint32_t g = (c->waiting.load(std::memory_order_relaxed) ? kGateQueued : 0) |
-               (c->closed.load(std::memory_order_relaxed) ? kGateClosed : 0);
+  uint32_t g =
+      (c->waiting.load(std::memory_order_relaxed) ? kGateQueued : 0) |
+      (c->closed.load(std::memory_order_relaxed) ? kGateClosed : 0) |
+      (c->retiring.load(std::memory_order_relaxed) ? kGateRetiring : 0) |
+      (c->rate_interval_ns.load(std::memory_order_relaxed) ? kGateRate : 0);
   uint32_t old = c->gate.load(std::memory_order_relaxed);
   if (g == old) return false;
   c->gate.store(g, std::memory_order_relaxed);
-  return (g & kGateQueued) && !(old & kGateQueued);
+  return (g & kGateHandOn) && !(old & kGateHandOn);
 }
 
 // --- shared memory is input --------------------------------------------------
@@ -116,6 +120,7 @@ inline uint32_t lease_pop(shmsem_t *s) {
     return kNone;
   }
   s->core->free_lease = next;
+  s->leases[l].link = kNone;
   used_add(s, s->core->n_used_leases, s->used_leases, s->permits, l,
            &s->leases[l].used_pos);
   return l;
@@ -237,27 +242,94 @@ void note_handoff(shmsem_t *s, uint64_t waited);
 // Record a completed wait of `ns` in the log2 histogram.
 void record_wait(shmsem_t *s, uint64_t ns);
 
-// Lease `l` is leaving the owner's hands (release, or reclamation of a dead
-// owner); the caller has already taken it out of `held`/`reserved`. Hand it
-// to the head waiter (RESERVED, word GRANTED) and return that slot, which the
-// caller must wake after unlocking; or put it back in the pool and return
-// kNone. This is the only place a permit is granted to a waiter. Heads
-// whose owner left without the lock are freed on the way.
-uint32_t pass_permit(shmsem_t *s, uint32_t l);
+// Slots granted under the lock, to wake after unlocking (a few; more are
+// woken at once, under the lock: rare).
+struct Wakes {
+  uint32_t n = 0;
+  uint32_t slot[4];
+  void add(shmsem_t *s, uint32_t w) {
+    if (n < 4)
+      slot[n++] = w;
+    else
+      wake_slot(s, w);
+  }
+  // After unlocking. Dekker with the waiter (acquire.cc): the grant was
+  // stored under the lock, then this fence, then the load of `sleeping`;
+  // a waiter still spinning costs no system call.
+  void run(shmsem_t *s) const {
+    if (!n) return;
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    for (uint32_t i = 0; i < n; i++)
+      if (s->slots[slot[i]].sleeping.load(std::memory_order_relaxed))
+        wake_slot(s, slot[i]);
+  }
+};
+
+// Wakes run when it goes out of scope: declared before the LockGuard, it
+// runs after the unlock.
+struct WakeAfter : Wakes {
+  shmsem_t *s;
+  explicit WakeAfter(shmsem_t *sem) : s(sem) {}
+  ~WakeAfter() { run(s); }
+  WakeAfter(const WakeAfter &) = delete;
+  WakeAfter &operator=(const WakeAfter &) = delete;
+};
+
+// The permits a waiter asks for, as read from its slot: within
+// [1, permits] whatever a writer left there.
+inline uint32_t slot_weight(const shmsem_t *s, uint32_t w) {
+  uint32_t k = s->slots[w].weight;
+  return k < 1 ? 1 : k > s->permits ? s->permits : k;
+}
+
+// Lease `l` is leaving the owner's hands (release, reclamation of a dead
+// owner, a grow); the caller has already taken it out of its counter
+// (`held`, `reserved`, `available`) and it is listed in used_leases. It
+// goes, in this order: to retirement while a shrink waits for permits; to
+// the head waiter's reservation (RESERVED) while the head needs more, and
+// once the head has all it asked for and the rate allows, the head is
+// granted (word GRANTED; added to `wk`); else to the pool. This is the
+// only place a permit is granted to a waiter. Heads whose owner left
+// without the lock are freed on the way, their reservations passed on.
+// Records linked from `l` (its `link`) are passed after it, in order.
+void pass_permit(shmsem_t *s, uint32_t l, Wakes *wk);
+// The same for `l` and the records linked from it (a weighted lease being
+// released, checked by the caller), `l` first.
+void pass_chain(shmsem_t *s, uint32_t l, Wakes *wk);
+
+// Slot `w` is the head, WAITING, holds all it asked for, and the rate now
+// allows it: grant it (GRANTED, a token taken), and pass the pool's free
+// permits to the next head. False if any of that is not so. The head's own
+// step: nobody else wakes for a start time.
+bool grant_due_head(shmsem_t *s, uint32_t w, Wakes *wk);
+
+// Slot `w` (checked) leaves the queue or is freed: the records RESERVED for
+// it go on (pass_permit), and the pool's free permits to a head that now
+// wants them (feed_head). `reserved` is adjusted.
+void drop_reservation(shmsem_t *s, uint32_t w, Wakes *wk);
+
+// While the head waiter wants permits (or a shrink does): free ones from
+// the pool go to it. Bounded. Used when a head changes with permits free
+// (a rate-limited head that was full leaves or is granted).
+void feed_head(shmsem_t *s, Wakes *wk);
+
+// Whether a released permit is wanted before the pool: a shrink waits, or
+// the head waiter still gathers its reservation.
+bool wants_permit(const shmsem_t *s);
 
 // Frees slot `w` (checked by the caller), whose owner left without the lock
-// (LEFT_QUEUED: unlinked first; LEFT: a lease still RESERVED for it is
-// passed on). Returns the slot that lease was granted to, to wake after
-// unlocking, or kNone. No effect on any other state.
-uint32_t sweep_left(shmsem_t *s, uint32_t w);
-// The same for a LEFT_QUEUED slot the caller has already unlinked (it found
-// the slot left when its CAS from WAITING failed).
+// (LEFT_QUEUED: unlinked first; LEFT: its reservation is passed on). No
+// effect on any other state.
+void sweep_left(shmsem_t *s, uint32_t w, Wakes *wk);
+// The same for a slot the caller has already unlinked and whose
+// reservation it has dropped.
 void free_left(shmsem_t *s, uint32_t w);
 
 // The waiter owning slot `w` completes: its word is no longer WAITING.
 // Frees the slot; GRANTED fills `lease` and returns 0.
-// A GRANTED lease becomes HELD_FAST under `proc` (the waiter's process
-// record) if it has one, else HELD.
+// A GRANTED lease of one permit becomes HELD_FAST under `proc` (the
+// waiter's process record) if it has one, else HELD; one of n permits is n
+// HELD records linked from the one the token names.
 int finish_slot(shmsem_t *s, uint32_t w, uint32_t proc, shmsem_lease_t *lease);
 
 }  // namespace shmsem::detail

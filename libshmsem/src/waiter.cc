@@ -8,17 +8,41 @@
 #include "hooks.h"
 #include "lock.h"
 #include "owner.h"
+#include "rate.h"
 #include "reclaim.h"
 #include "tables.h"
 
 namespace shmsem::detail {
 
-int waiter_start(shmsem_t *s, bool may_queue, const Limit *limit, Waiter *w,
-                 shmsem_lease_t *lease) {
+namespace {
+
+// Under the lock, nobody queued: one free permit for this process (the
+// free list, or a lease a lock-free release left in a lane) as a HELD
+// record, or kNone.
+uint32_t take_held(shmsem_t *s, const Owner &me, uint64_t *gen) {
+  Core *c = s->core;
+  uint32_t l = lease_pop(s);
+  if (l == kNone) return take_any_loose(s, kNoProc, me, gen);
+  LeaseRecord &rec = s->leases[l];
+  rec.slot = kNone;
+  rec.since_ns.store(coarse_ns(), std::memory_order_relaxed);
+  *gen = next_gen(lease_gen(rec));
+  rec.owner = process_of(me);
+  lease_store(rec, kLeaseHeld, *gen);  // commit
+  counter_add(c->held, 1);
+  counter_add(c->available, -1);
+  return l;
+}
+
+}  // namespace
+
+int waiter_start(shmsem_t *s, uint32_t weight, bool may_queue,
+                 const Limit *limit, Waiter *w, shmsem_lease_t *lease) {
   if (s->rdonly) return -EBADF;
+  if (weight < 1 || weight > s->permits) return -EINVAL;
   // The lock-free path first: the lease this thread freed last, if it is
   // still free and nobody is queued (fastpath.h).
-  if (fast_acquire(s, lease) == 0) return 0;
+  if (weight == 1 && fast_acquire(s, lease) == 0) return 0;
   // Learnt before the lock: the first time in a process (or thread) it
   // costs system calls; after that it is a copy. A wait belongs to the
   // thread that waits, so a slot names the thread too; a lease only the
@@ -26,51 +50,79 @@ int waiter_start(shmsem_t *s, bool may_queue, const Limit *limit, Waiter *w,
   const Owner &me = may_queue ? self_thread_owner() : self_owner();
   // (A process in another PID namespace than the segment's never gets
   // here: the C API refuses it with -EXDEV, capi.cc.)
+  WakeAfter wk(s);
   LockGuard guard(s, limit);
   if (guard.error()) return guard.error();
   SHMSEM_HOOK(ACQUIRE_LOCKED);
   Core *c = s->core;
   if (c->closed.load(std::memory_order_relaxed)) return -ESHUTDOWN;
 
+  // Permits taken at once but fewer than asked (weighted): linked from
+  // `chain`, HELD by this process until they become this waiter's
+  // reservation or go back.
+  uint32_t chain = kNone, taken = 0;
+  const uint64_t now =
+      c->rate_interval_ns.load(std::memory_order_relaxed) ? mono_ns() : 0;
   // A free permit and nobody queued (INV-NOBYPASS: while anyone waits, no
-  // lease is FREE or LOOSE, so this test is the FIFO rule).
-  if (c->waiting.load(std::memory_order_relaxed) == 0) {
-    // Held under this process's record when it has one, so that its
-    // release (and this thread's next acquire) can be lock-free.
-    const uint32_t proc = self_proc(s);
+  // lease is FREE or LOOSE, unless the head has all it asked for and waits
+  // for its start time: this test is the FIFO rule), and a token if the
+  // rate asks for one.
+  if (c->waiting.load(std::memory_order_relaxed) == 0 && rate_ok(s, now)) {
     uint64_t gen = 0;
-    uint32_t l = lease_pop(s);
-    if (l != kNone) {
-      SHMSEM_HOOK(ACQUIRE_LEASE_POPPED);
-      LeaseRecord &rec = s->leases[l];
-      rec.slot = kNone;
-      rec.since_ns.store(coarse_ns(), std::memory_order_relaxed);
-      gen = next_gen(lease_gen(rec));
-      if (proc != kNoProc) {
-        lease_unlist(s, l);
-        rec.word.store(lease_word(kLeaseHeldFast, proc, gen),
-                       std::memory_order_release);  // commit
+    uint32_t l;
+    if (weight == 1) {
+      // Held under this process's record when it has one, so that its
+      // release (and this thread's next acquire) can be lock-free.
+      const uint32_t proc = self_proc(s);
+      l = lease_pop(s);
+      if (l != kNone) {
+        SHMSEM_HOOK(ACQUIRE_LEASE_POPPED);
+        LeaseRecord &rec = s->leases[l];
+        rec.slot = kNone;
+        rec.since_ns.store(coarse_ns(), std::memory_order_relaxed);
+        gen = next_gen(lease_gen(rec));
+        if (proc != kNoProc) {
+          lease_unlist(s, l);
+          rec.word.store(lease_word(kLeaseHeldFast, proc, gen),
+                         std::memory_order_release);  // commit
+        } else {
+          rec.owner = process_of(me);
+          lease_store(rec, kLeaseHeld, gen);  // commit
+          counter_add(c->held, 1);
+        }
+        counter_add(c->available, -1);
       } else {
-        rec.owner = process_of(me);
-        lease_store(rec, kLeaseHeld, gen);  // commit
-        counter_add(c->held, 1);
+        // None on the free list: one a lock-free release left in a lane.
+        l = take_any_loose(s, proc, me, &gen);
       }
-      counter_add(c->available, -1);
     } else {
-      // None on the free list: one a lock-free release left in a lane.
-      l = take_any_loose(s, proc, me, &gen);
+      // n records, each HELD by this process, linked from the last one
+      // taken: the one the token names (section 13).
+      for (; taken < weight; taken++) {
+        l = take_held(s, me, &gen);
+        if (l == kNone) break;
+        s->leases[l].link = chain;
+        chain = l;
+        SHMSEM_HOOK(ACQUIRE_LEASE_POPPED);
+      }
+      l = taken == weight ? chain : kNone;
     }
     if (l != kNone) {
+      rate_take(s, now);
       record_wait(s, 0);
       SHMSEM_HOOK(ACQUIRE_COMMITTED);
       fill_token(s, l, gen, lease);
       return 0;
     }
   }
-  if (!may_queue) return -EAGAIN;
-
-  uint32_t slot = slot_pop(s);
+  uint32_t slot = may_queue ? slot_pop(s) : kNone;
   if (slot == kNone) {
+    if (chain != kNone) {
+      // Not enough for a weighted acquire that may not wait: they go back.
+      counter_add(c->held, -int32_t(taken));
+      pass_chain(s, chain, &wk);
+    }
+    if (!may_queue) return -EAGAIN;
     stat_bump(c->queue_full);
     return -EBUSY;
   }
@@ -78,12 +130,15 @@ int waiter_start(shmsem_t *s, bool may_queue, const Limit *limit, Waiter *w,
   WaiterSlot &ws = s->slots[slot];
   ws.owner = me;
   ws.lease = kNone;
+  ws.weight = weight;
+  ws.got = 0;
   ws.ticket = c->next_ticket++;
   ws.enq_ns.store(mono_ns(), std::memory_order_relaxed);
   // An async waiter left it at 1 for its whole wait (async.cc).
   ws.sleeping.store(0, std::memory_order_relaxed);
   ws.word.store(kSlotWaiting, std::memory_order_release);  // commit
   SHMSEM_HOOK(ENQUEUE_COMMITTED);
+  const bool head = c->waiting.load(std::memory_order_relaxed) == 0;
   queue_append(s, slot);
   // The first waiter to find no watcher takes the role; it passes to the
   // tail when its holder leaves (watcher_leave). Not the newest waiter: in
@@ -91,22 +146,45 @@ int waiter_start(shmsem_t *s, bool may_queue, const Limit *limit, Waiter *w,
   // first-period timer, which then wakes once for nothing (4000 queued
   // threads: 35 us per hand-off instead of 9).
   if (c->watcher == kNone) c->watcher = slot;
+  if (chain != kNone) {
+    // At the head with part of what it asked for: that becomes its
+    // reservation (a crash before leaves them HELD by this process).
+    counter_add(c->held, -int32_t(taken));
+    pass_chain(s, chain, &wk);
+  } else if (head) {
+    // At the head because the rate said no: the free permits become its
+    // reservation (it then sleeps until its start time).
+    feed_head(s, &wk);
+  }
   w->slot = slot;
   w->ticket = ws.ticket;
   return 1;
 }
 
-int waiter_start_by(shmsem_t *s, bool expired, const Limit *limit, Waiter *w,
-                    shmsem_lease_t *lease) {
-  int r = waiter_start(s, !expired, limit, w, lease);
+int waiter_start_by(shmsem_t *s, uint32_t weight, bool expired,
+                    const Limit *limit, Waiter *w, shmsem_lease_t *lease) {
+  int r = waiter_start(s, weight, !expired, limit, w, lease);
   if (r != -EAGAIN) return r;
   // No permit now and we may not wait: first reclaim permits of dead
   // holders (rate-limited to one pass per watch period), then retry.
-  if (maybe_reclaim(s, limit) > 0) r = waiter_start(s, false, limit, w, lease);
+  if (maybe_reclaim(s, limit) > 0)
+    r = waiter_start(s, weight, false, limit, w, lease);
   if (r != -EAGAIN) return r;
   LockGuard guard(s, limit);  // counters change only under the lock
   if (!guard.error()) stat_bump(s->core->timeouts);
   return -ETIMEDOUT;
+}
+
+uint64_t head_start_ns(const shmsem_t *s, uint32_t slot) {
+  const Core *c = s->core;
+  if (!c->rate_interval_ns.load(std::memory_order_relaxed) ||
+      __atomic_load_n(&c->head, __ATOMIC_RELAXED) != slot)
+    return 0;
+  const WaiterSlot &ws = s->slots[slot];
+  if (__atomic_load_n(&ws.got, __ATOMIC_RELAXED) < slot_weight(s, slot))
+    return 0;
+  uint64_t t = rate_start(rate_read(s, mono_ns()));
+  return t ? t : 1;
 }
 
 namespace {
@@ -147,6 +225,7 @@ int complete(shmsem_t *s, const Waiter &w, int abandon_reason,
   int r;
   uint32_t next_watcher;
   {
+    WakeAfter wk(s);
     LockGuard guard(s, limit);
     if (guard.error()) return leave_unlocked(s, w, guard.error());
     SHMSEM_HOOK(WAIT_RETURN_LOCKED);
@@ -157,14 +236,19 @@ int complete(shmsem_t *s, const Waiter &w, int abandon_reason,
       // slot may serve another waiter now. Touch nothing.
       return -ENOTRECOVERABLE;
     }
-    if (abandon_reason &&
-        ws.word.load(std::memory_order_relaxed) == kSlotWaiting) {
+    const bool waiting =
+        ws.word.load(std::memory_order_relaxed) == kSlotWaiting;
+    if (abandon_reason && waiting) {
       // We win the one-shot transition: leave the queue owning nothing.
+      // What was reserved for us (a weighted or rate-limited head) goes on.
       queue_unlink(s, w.slot);
+      drop_reservation(s, w.slot, &wk);
       slot_free(s, w.slot);  // commit: WAITING -> FREE
       stat_bump(abandon_reason == -ETIMEDOUT ? s->core->timeouts
                                              : s->core->cancellations);
       r = abandon_reason;
+    } else if (waiting && !grant_due_head(s, w.slot, &wk)) {
+      return -EINPROGRESS;  // a poll at the head before its start time
     } else {
       // The grant (or another party) won.
       r = finish_slot(s, w.slot, self_proc(s), lease);
@@ -191,10 +275,13 @@ int waiter_poll(shmsem_t *s, const Waiter &w, const Limit *limit,
                 shmsem_lease_t *lease) {
   // Acquire: pairs with the release CAS of the new word (grant.cc). A
   // slot that serves another ticket now is completed (as not ours) under
-  // the lock.
+  // the lock. A head whose start time (the rate) has come grants itself.
   if (waiter_word(s, w)->load(std::memory_order_acquire) == kSlotWaiting &&
-      __atomic_load_n(&s->slots[w.slot].ticket, __ATOMIC_RELAXED) == w.ticket)
-    return -EINPROGRESS;
+      __atomic_load_n(&s->slots[w.slot].ticket, __ATOMIC_RELAXED) ==
+          w.ticket) {
+    uint64_t start = head_start_ns(s, w.slot);
+    if (!start || start > mono_ns()) return -EINPROGRESS;
+  }
   return complete(s, w, 0, limit, lease);
 }
 
@@ -206,6 +293,7 @@ int waiter_abandon(shmsem_t *s, const Waiter &w, int reason,
 void waiter_cancel_remote(shmsem_t *s, uint32_t slot, uint64_t ticket) {
   bool wake = false;
   {
+    WakeAfter wk(s);
     // The waiter may leave by itself while we wait for a lock held by a
     // stopped process: then there is nothing left to cancel.
     Limit limit;
@@ -225,9 +313,12 @@ void waiter_cancel_remote(shmsem_t *s, uint32_t slot, uint64_t ticket) {
                                           std::memory_order_relaxed)) {
         stat_bump(s->core->cancellations);  // committed
         wake = true;
-      } else {
-        free_left(s, slot);  // it left (LEFT_QUEUED), unlinked above
       }
+      // What was reserved for it goes on (a crash before leaves orphans,
+      // which repair returns to the pool); one that left (LEFT_QUEUED,
+      // unlinked above) is freed.
+      drop_reservation(s, slot, &wk);
+      if (!wake) free_left(s, slot);
     }
   }
   if (wake) wake_slot(s, slot);

@@ -20,14 +20,20 @@ struct Waiter {
 // taken without passing a waiter; -ESHUTDOWN, -EBUSY (queue full), -EBADF;
 // or `limit`'s error if it was reached while the lock was held by another
 // (nothing changed).
-int waiter_start(shmsem_t *s, bool may_queue, const Limit *limit, Waiter *w,
-                 shmsem_lease_t *lease);
+// `weight` permits as one lease (1..permits, else -EINVAL).
+int waiter_start(shmsem_t *s, uint32_t weight, bool may_queue,
+                 const Limit *limit, Waiter *w, shmsem_lease_t *lease);
 
 // waiter_start for a call with a deadline, `expired` if it has passed: an
 // expired call that finds no permit runs a reclamation pass (one per watch
 // period) and tries once more, then counts a timeout: -ETIMEDOUT.
-int waiter_start_by(shmsem_t *s, bool expired, const Limit *limit, Waiter *w,
-                    shmsem_lease_t *lease);
+int waiter_start_by(shmsem_t *s, uint32_t weight, bool expired,
+                    const Limit *limit, Waiter *w, shmsem_lease_t *lease);
+
+// If slot `slot` is the head, has all it asked for and waits for a token
+// of the rate limit: when (mono_ns) it is due, and it must poll then.
+// Else 0. Read without the lock: a hint, checked again under it.
+uint64_t head_start_ns(const shmsem_t *s, uint32_t slot);
 
 // The futex word to sleep on; sleep only while it reads kSlotWaiting.
 inline std::atomic<uint32_t> *waiter_word(shmsem_t *s, const Waiter &w) {

@@ -74,7 +74,23 @@
  *   | held     | returned to a caller as a lease              |
  *   | reserved | handed to a queued waiter not yet returned   |
  *
- * Invariant (INV-PERMITS): available + held + reserved == permits.
+ * Invariant (INV-PERMITS): available + held + reserved == permits +
+ * retiring (a shrink in progress, shmsem_set_permits).
+ *
+ * Weighted leases: shmsem_acquire_n and its siblings take n permits as one
+ * lease, released at once by its one token. The queue stays strictly FIFO
+ * with head-of-line blocking: a waiter that needs 4 at the head is not
+ * overtaken by later waiters that need 1; permits released meanwhile are
+ * reserved for it, and if it gives up (timeout, cancellation, death) they
+ * pass on to the next waiters in order. (Go's semaphore.Weighted makes the
+ * same choice: no starvation of large requests, at the cost of idle
+ * permits while the head gathers its own.)
+ *
+ * Rate limit: a semaphore created with a rate (shmsem_config.rate) grants
+ * an acquire only when a permit and a token of its token bucket (GCRA on
+ * CLOCK_MONOTONIC) are both there, in the same FIFO order; each acquire
+ * takes one token whatever its weight. The head of the queue sleeps until
+ * its start time; nobody else wakes for it.
  */
 #ifndef SHMSEM_SHMSEM_H
 #define SHMSEM_SHMSEM_H
@@ -117,12 +133,26 @@ typedef struct shmsem_lease {
 #define SHMSEM_MAX_WAITERS (1u << 20)
 
 struct shmsem_config {
-	uint32_t permits;     /* N >= 1; 0 is -EINVAL */
+	uint32_t permits;     /* the capacity N; 0 is -EINVAL, unless `rate` is set:
+				 then no concurrency limit (below max_permits) */
 	uint32_t max_waiters; /* queue bound; 0 means SHMSEM_DEFAULT_MAX_WAITERS */
 	uint32_t mode;        /* read/write bits within 0666; 0 means SHMSEM_DEFAULT_MODE */
-	uint32_t __reserved0;
-	uint64_t __reserved[4]; /* must be zero */
+	uint32_t max_permits; /* the capacity may grow up to this at run time
+				 (shmsem_set_permits); 0 means `permits`, or
+				 SHMSEM_DEFAULT_RATE_ONLY_PERMITS without a
+				 concurrency limit */
+	uint32_t rate;        /* rate limit: at most `rate` acquisitions per
+				 rate_period_ns; 0 none */
+	uint32_t burst;       /* ... of which up to `burst` at once; 0 means 1 */
+	uint64_t rate_period_ns; /* 0 means one second */
+	uint64_t __reserved[2]; /* must be zero */
 };
+
+/* Leases one semaphore without a concurrency limit can have out at once. */
+#define SHMSEM_DEFAULT_RATE_ONLY_PERMITS 1024u
+/* Bounds of a rate limit: burst at most this, and an interval between two
+ * acquisitions (rate_period_ns / rate) of 1 ns to one day. */
+#define SHMSEM_MAX_BURST (1u << 20)
 
 /* Flags for shmsem_create and shmsem_open. */
 #define SHMSEM_EXCL (1u << 0)   /* create: fail with -EEXIST if it exists */
@@ -236,6 +266,38 @@ int shmsem_acquire_ex(shmsem_t *s, const struct timespec *deadline,
 		      shmsem_lease_t *lease);
 
 /*
+ * Weighted acquires: `n` permits as one lease (1 <= n <= max_permits),
+ * granted all at once in FIFO order (see "Weighted leases" above). The
+ * token releases all n, exactly once. `n` of 0 or above max_permits is
+ * -EINVAL at once (Java's Semaphore and Go's Weighted would block for
+ * ever); above the current capacity (after a shrink) the acquire waits,
+ * with everyone behind it, until the capacity grows back or it gives up.
+ * shmsem_acquire_n(s, 1, l) is shmsem_acquire(s, l). Weighted leases
+ * always take the internal lock (no lock-free path).
+ * Errors: those of the call without _n, and -EINVAL for `n`.
+ */
+int shmsem_acquire_n(shmsem_t *s, uint32_t n, shmsem_lease_t *lease);
+int shmsem_try_acquire_n(shmsem_t *s, uint32_t n, shmsem_lease_t *lease);
+int shmsem_acquire_until_n(shmsem_t *s, uint32_t n,
+			   const struct timespec *deadline,
+			   shmsem_lease_t *lease);
+int shmsem_acquire_ex_n(shmsem_t *s, uint32_t n,
+			const struct timespec *deadline,
+			shmsem_cancel_t *cancel, unsigned flags,
+			shmsem_lease_t *lease);
+
+/*
+ * Change the capacity to `permits` (0 <= permits <= max_permits) while the
+ * semaphore is in use. Growing hands the new permits to the queued waiters
+ * in FIFO order. Shrinking takes free permits at once and retires the rest
+ * as they are released (shmsem_stat's `retiring`); it never revokes a held
+ * lease. Shrinking to 0 drains the semaphore: acquires wait until it grows
+ * again. Allowed after shutdown. Returns 0.
+ * Errors: -EINVAL above max_permits; -EBADF read-only handle; -EXDEV.
+ */
+int shmsem_set_permits(shmsem_t *s, uint32_t permits);
+
+/*
  * Acquiring without blocking a thread (event loops): a waiter is one
  * acquire taken apart into steps, driven by the caller's loop. It is the
  * same state machine the blocking calls run (start, sleep on the slot's
@@ -282,6 +344,10 @@ typedef struct shmsem_waiter {
  */
 int shmsem_waiter_start(shmsem_t *s, shmsem_waiter_t *w,
 			const struct timespec *deadline, shmsem_lease_t *lease);
+/* The same for `n` permits as one lease (see shmsem_acquire_n). */
+int shmsem_waiter_start_n(shmsem_t *s, shmsem_waiter_t *w, uint32_t n,
+			  const struct timespec *deadline,
+			  shmsem_lease_t *lease);
 
 /*
  * The futex word of a queued waiter and the value it holds while the wait
@@ -382,8 +448,9 @@ void shmsem_notifier_destroy(shmsem_notifier_t *n);
 int shmsem_uring_probe(void);
 
 /*
- * Return the permit of `lease`: to the oldest waiter if one is queued (one
- * FUTEX_WAKE), else to the pool. Accepted after shutdown, from any process
+ * Return the permit of `lease` (all n of a weighted lease): to the oldest
+ * waiter if one is queued (one FUTEX_WAKE), else to the pool; to retirement
+ * first while a shrink waits for permits. Accepted after shutdown, from any process
  * that has the token.
  * Errors: -EALREADY the lease was already released or reclaimed (nothing
  * changes); -EINVAL malformed lease, or a lease of another semaphore (or of
@@ -418,14 +485,14 @@ int shmsem_recover(shmsem_t *s);
 				  bucket 0 also counts waits of 0 ns */
 
 struct shmsem_stat {
-	uint32_t permits;
+	uint32_t permits;     /* the capacity now */
 	uint32_t max_waiters;
 	uint32_t available;
-	uint32_t held;
+	uint32_t held;        /* permits held (a lease of n counts n) */
 	uint32_t reserved;
 	uint32_t waiting;
 	uint32_t closed;
-	uint32_t __reserved0;
+	uint32_t max_permits; /* the most the capacity may grow to */
 	uint64_t acquisitions;      /* successful acquires */
 	uint64_t timeouts;          /* acquires that ended in -ETIMEDOUT */
 	uint64_t cancellations;     /* -ECANCELED and -EINTR */
@@ -435,7 +502,15 @@ struct shmsem_stat {
 	uint64_t reclaimed_waiters; /* slots reclaimed from dead owners */
 	uint64_t repairs;           /* lock owner died; state was rebuilt */
 	uint64_t wait_hist[SHMSEM_HIST_BUCKETS];
-	uint64_t __reserved[8];
+	uint32_t retiring;     /* held or reserved permits above the capacity,
+				  retired as they come back (a shrink) */
+	uint32_t rate;         /* rate limit as created: rate per rate_period_ns, */
+	uint32_t burst;        /* burst; rate 0: none */
+	uint32_t rate_tokens;  /* tokens in the bucket now (0..burst) */
+	uint64_t rate_period_ns;
+	uint64_t rate_next_ns; /* CLOCK_MONOTONIC time the next token is there
+				  (now or earlier if rate_tokens > 0) */
+	uint64_t __reserved[4];
 };
 
 /* Snapshot the state and counters (takes the internal lock briefly unless
@@ -448,8 +523,8 @@ uint64_t shmsem_stat_wait_quantile(const struct shmsem_stat *st, double q);
 
 /*
  * Verify every invariant (INV-PERMITS, INV-LOOSE, INV-ATTRIB, INV-GATE,
- * INV-PROCS, INV-QUEUE, INV-FREE, INV-NOBYPASS,
- * INV-GRANT, INV-CLOSED; see docs/DESIGN.md) by a full scan under the lock.
+ * INV-PROCS, INV-QUEUE, INV-FREE, INV-NOBYPASS, INV-GRANT, INV-CLOSED,
+ * INV-RESERVE, INV-WEIGHT, INV-CAPACITY, INV-RATE; see docs/DESIGN.md) by a full scan under the lock.
  * O(permits + max_waiters). Errors: -EUCLEAN an invariant is broken.
  */
 int shmsem_check(shmsem_t *s);

@@ -23,6 +23,14 @@ Segment::Segment(uint32_t permits, uint32_t max_waiters, const char *tag)
   if (r != 0) ADD_FAILURE() << "shmsem_create: " << shmsem_strerror(r);
 }
 
+Segment::Segment(const shmsem_config &cfg, const char *tag)
+    : name_(unique_name(tag)) {
+  shmsem_config c = cfg;
+  if (!c.max_waiters) c.max_waiters = 64;
+  int r = shmsem_create(name_.c_str(), &c, SHMSEM_EXCL, &s_);
+  if (r != 0) ADD_FAILURE() << "shmsem_create: " << shmsem_strerror(r);
+}
+
 Segment::~Segment() {
   shmsem_detach(s_);
   shmsem_unlink(name_.c_str());

@@ -17,6 +17,8 @@ class Segment {
  public:
   explicit Segment(uint32_t permits, uint32_t max_waiters = 64,
                    const char *tag = "t");
+  // Any configuration (max_permits, rate, ...); max_waiters 0 means 64.
+  explicit Segment(const shmsem_config &cfg, const char *tag = "t");
   ~Segment();
   Segment(const Segment &) = delete;
   Segment &operator=(const Segment &) = delete;

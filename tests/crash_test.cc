@@ -59,11 +59,13 @@ bool is_create_point(int point) {
 
 // The victim's script, one step per operation; `op` names the step running.
 enum Op { kOpFast, kOpReleaseToWaiters, kOpQueued, kOpTimeout, kOpCancel,
-          kOpReclaim, kOpHandoff, kOpRepair, kOpShutdown, kOpAsync, kOpCount };
+          kOpReclaim, kOpHandoff, kOpRepair, kOpShutdown, kOpAsync,
+          kOpWeighted, kOpPartial, kOpResize, kOpCount };
 const char *const kOpNames[] = {"fast-acquire", "release-to-waiters",
                                 "queued-acquire", "timeout", "cancel",
                                 "reclaim", "lock-free-handoff", "repair",
-                                "shutdown", "async"};
+                                "shutdown", "async", "weighted",
+                                "partial-reservation", "resize"};
 
 struct Board {
   std::atomic<int> op{-1};         // victim's current step
@@ -353,6 +355,75 @@ void async_script(const std::string &name, uint32_t permits, Board *b) {
   shmsem_detach(s);
 }
 
+// The weighted victim (issue 12): weighted leases taken at once and after
+// queueing, a head that times out holding part of what it asked for, and
+// resizes, all with survivors of weight 1 going on around it.
+// A grandchild that holds all N permits, gives one back once the victim
+// has queued (so that it becomes the victim's partial reservation), and
+// the rest when the round is over (or the victim died).
+void spawn_partial_blocker(shmsem_t *s, uint32_t permits, Board *b,
+                           int round) {
+  b->blocker_ready = 0;
+  if (fork() == 0) {
+    g_kill.point = -1;
+    g_kill.board = nullptr;
+    shmsem_lease_t x[4];
+    for (uint32_t i = 0; i < permits; i++) shmsem_acquire(s, &x[i]);
+    int queued = b->victim_queued.load();
+    b->blocker_ready = 1;
+    wait_until([&] {
+      return b->victim_queued.load() > queued || b->killed_at.load() >= 0;
+    }, std::chrono::seconds(10));
+    shmsem_release(s, &x[0]);
+    wait_until([&] {
+      return b->step_done.load() >= round || b->killed_at.load() >= 0;
+    }, std::chrono::seconds(10));
+    for (uint32_t i = 1; i < permits; i++) shmsem_release(s, &x[i]);
+    _exit(0);
+  }
+  wait_until([&] { return b->blocker_ready.load() == 1; });
+}
+
+void weighted_script(const std::string &name, uint32_t permits, Board *b) {
+  shmsem_t *s = nullptr;
+  if (shmsem_open(name.c_str(), 0, &s) != 0) _exit(20);
+  shmsem_lease_t l[4];
+  b->op = kOpFast;
+  if (shmsem_acquire_n(s, permits, &l[0]) != 0) _exit(21);
+  b->holding = 1;
+  b->op = kOpReleaseToWaiters;
+  wait_until([&] { return b->survivors_started.load() == 2; },
+             std::chrono::seconds(5));
+  if (shmsem_release(s, &l[0]) != 0) _exit(22);
+
+  b->op = kOpWeighted;
+  for (int i = 0; i < 3; i++) {
+    if (shmsem_acquire_n(s, 2, &l[0]) != 0) _exit(23);
+    if (shmsem_release(s, &l[0]) != 0) _exit(24);
+  }
+
+  b->op = kOpPartial;
+  for (int i = 0; i < 2; i++) {
+    int round = ++b->step;
+    spawn_partial_blocker(s, permits, b, round);
+    timespec d = in_us(5000);
+    int r = shmsem_acquire_until_n(s, permits, &d, &l[0]);
+    b->step_done = round;
+    if (r == 0) shmsem_release(s, &l[0]);
+    else if (r != -ETIMEDOUT) _exit(25);
+  }
+
+  b->op = kOpResize;
+  // Never below 2: the survivors need a permit to finish.
+  for (uint32_t c : {2u, 4u, permits}) {
+    if (shmsem_acquire_n(s, 2, &l[0]) != 0) _exit(26);
+    if (shmsem_set_permits(s, c) != 0) _exit(27);
+    if (shmsem_release(s, &l[0]) != 0) _exit(28);
+  }
+  b->op = kOpCount;
+  shmsem_detach(s);
+}
+
 // A survivor: three acquire/release rounds; a closed semaphore ends it.
 int survivor(const std::string &name, Board *b) {
   shmsem_t *s = nullptr;
@@ -378,11 +449,18 @@ struct CaseResult {
   int op = -1;
 };
 
+enum class Script { kPlain, kAsync, kWeighted };
+
 // One (hook point, occurrence, kill mode, N) case.
 CaseResult run_case(int point, int nth, bool sigkill, uint32_t permits,
-                    bool with_shutdown, bool async = false) {
+                    bool with_shutdown, Script script = Script::kPlain) {
   CaseResult res;
-  Segment seg(permits, 8, "crash");
+  shmsem_config cfg{};
+  cfg.permits = permits;
+  cfg.max_waiters = 8;
+  // The weighted script resizes between 2 and 4.
+  if (script == Script::kWeighted) cfg.max_permits = 4;
+  Segment seg(cfg, "crash");
   Shared<Board> board;
   Children kids;
   pid_t victim = kids.spawn([&] {
@@ -391,8 +469,10 @@ CaseResult run_case(int point, int nth, bool sigkill, uint32_t permits,
     g_kill.sigkill = sigkill;
     g_kill.board = &*board;
     testing::set_hook(kill_hook, nullptr);
-    if (async)
+    if (script == Script::kAsync)
       async_script(seg.name(), permits, &*board);
+    else if (script == Script::kWeighted)
+      weighted_script(seg.name(), permits, &*board);
     else
       victim_script(seg.name(), permits, &*board, with_shutdown);
     return 0;
@@ -426,6 +506,15 @@ CaseResult run_case(int point, int nth, bool sigkill, uint32_t permits,
   EXPECT_GE(shmsem_recover(s), 0);
   EXPECT_INVARIANTS(s) << where;
   SCOPED_TRACE(where);
+  // A resize cut short by the kill ends at one of the script's capacities.
+  struct shmsem_stat st;
+  EXPECT_EQ(shmsem_stat(s, &st), 0);
+  if (script == Script::kWeighted) {
+    EXPECT_TRUE(st.permits == 2 || st.permits == 4 || st.permits == permits)
+        << st.permits;
+    EXPECT_EQ(st.retiring, 0u);
+    permits = st.permits;
+  }
   EXPECT_COUNTS(s, permits, 0, 0, 0);
   auto c = testing::census(s);
   EXPECT_EQ(c.free_slots, 8u) << "no ghost slots: " << where;
@@ -447,6 +536,9 @@ TEST(Crash, FaultInjectionAtEveryHookPointOfEveryOperation) {
       for (uint32_t permits : {1u, 2u})
       for (bool sigkill : {true, false}) {
         bool shutdown = true;
+        if (point == int(HookPoint::CAPACITY_SET) ||
+            point == int(HookPoint::CAPACITY_ONE))
+          continue;  // the weighted script's (below)
         CaseResult r = run_case(point, nth, sigkill, permits, shutdown);
         ran++;
         if (r.reached) {
@@ -468,7 +560,9 @@ TEST(Crash, FaultInjectionAtEveryHookPointOfEveryOperation) {
          ran, reached, summary.c_str());
   // Every hook point must be reached by the script, or the test is blind.
   for (int point = 0; point < kPoints; point++) {
-    if (is_create_point(point)) continue;
+    if (is_create_point(point) || point == int(HookPoint::CAPACITY_SET) ||
+        point == int(HookPoint::CAPACITY_ONE))
+      continue;
     EXPECT_GT(per_point[point], 0)
         << "never killed at " << testing::hook_name(HookPoint(point));
   }
@@ -485,7 +579,7 @@ TEST(Crash, FaultInjectionAtEveryHookPointOfAnAsyncWaiter) {
     for (int nth = 1; nth <= 2; nth++)
       if (!is_create_point(point))
       for (bool sigkill : {true, false}) {
-        CaseResult r = run_case(point, nth, sigkill, 1, false, true);
+        CaseResult r = run_case(point, nth, sigkill, 1, false, Script::kAsync);
         ran++;
         if (r.reached) {
           reached++;
@@ -509,6 +603,49 @@ TEST(Crash, FaultInjectionAtEveryHookPointOfAnAsyncWaiter) {
         << "never killed at " << testing::hook_name(p);
 }
 
+// The same for weighted leases and resizes (issue 12): killed at every
+// hook point of a weighted acquire taken at once and after queueing, of a
+// head that times out holding a partial reservation, and of a resize.
+TEST(Crash, FaultInjectionAtEveryHookPointOfWeightedLeasesAndResizes) {
+  prctl(PR_SET_CHILD_SUBREAPER, 1);
+  int ran = 0, reached = 0;
+  int per_point[kPoints] = {};
+  int per_op[kOpCount] = {};
+  for (int point = 0; point < kPoints; point++)
+    for (int nth = 1; nth <= 2; nth++)
+      if (!is_create_point(point))
+      for (bool sigkill : {true, false}) {
+        CaseResult r = run_case(point, nth, sigkill, 3, false,
+                                Script::kWeighted);
+        ran++;
+        if (r.reached) {
+          reached++;
+          per_point[point]++;
+          per_op[r.op]++;
+        }
+        if (::testing::Test::HasFailure()) {
+          ADD_FAILURE() << "stopping after the first failing case";
+          return;
+        }
+      }
+  printf("weighted fault injection: %d cases run, %d killed at their point; "
+         "weighted=%d partial-reservation=%d resize=%d\n",
+         ran, reached, per_op[kOpWeighted], per_op[kOpPartial],
+         per_op[kOpResize]);
+  for (HookPoint p : {HookPoint::ACQUIRE_LEASE_POPPED,
+                      HookPoint::ACQUIRE_COMMITTED,
+                      HookPoint::ENQUEUE_COMMITTED, HookPoint::RELEASE_CHOSEN,
+                      HookPoint::RELEASE_RESERVED, HookPoint::RELEASE_FREED,
+                      HookPoint::WAIT_TIMEOUT_FIRED,
+                      HookPoint::WAIT_RETURN_LOCKED,
+                      HookPoint::WAIT_CONSUME_COMMITTED,
+                      HookPoint::CAPACITY_SET, HookPoint::CAPACITY_ONE})
+    EXPECT_GT(per_point[int(p)], 0)
+        << "never killed at " << testing::hook_name(p);
+  for (int op : {kOpWeighted, kOpPartial, kOpResize})
+    EXPECT_GT(per_op[op], 0) << "never killed in " << kOpNames[op];
+}
+
 // Random crash stress: workers doing random acquire / timed acquire / try /
 // cancel / release while a killer SIGKILLs random ones and respawns them.
 // At the end the last generation finishes its work (no survivor is stuck),
@@ -521,8 +658,13 @@ int stress_worker(const std::string &name, unsigned seed,
   while (!stop->load()) {
     shmsem_lease_t l;
     int r;
-    switch (rng() % 4) {
+    switch (rng() % 5) {
       case 0: r = shmsem_acquire(s, &l); break;
+      case 4: {
+        timespec d = in_us(long(rng() % 2000));
+        r = shmsem_acquire_until_n(s, 2, &d, &l);  // both permits
+        break;
+      }
       case 1: r = shmsem_try_acquire(s, &l); break;
       case 2: {
         timespec d = in_us(long(rng() % 2000));

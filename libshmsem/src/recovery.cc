@@ -3,10 +3,13 @@
 // Like musl's robust-list walk, this trusts only what was committed: the
 // per-record state words (lease.state, slot.word, core.closed), each changed
 // by one aligned store. Free lists, queue links and counters are caches of
-// those states and are rebuilt from scratch. The two multi-record steps roll
-// forward: a lease already RESERVED for a slot still WAITING completes its
-// grant; a GRANTED slot whose lease is no longer RESERVED for it was already
-// consumed and is freed.
+// those states and are rebuilt from scratch: the free lists, the queue, the
+// counters, each slot's reservation (from the records RESERVED for it). The
+// multi-record steps roll forward or back: a head WAITING with all it asked
+// for RESERVED completes its grant; a GRANTED slot with nothing RESERVED for
+// it was already consumed and is freed, one with a part was being consumed
+// by the holder of the lock, who died (the rest go back); a resize cut short
+// is finished from the committed capacity. docs/DESIGN.md sections 7, 13.
 #include "recovery.h"
 
 #include <algorithm>

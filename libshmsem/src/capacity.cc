@@ -52,6 +52,14 @@ void settle_capacity(shmsem_t *s, Wakes *wk) {
     SHMSEM_HOOK(CAPACITY_ONE);
   }
   if (c->retiring.load(std::memory_order_relaxed)) sweep_loose(s);
+  // And the head's reservation, which nobody holds yet: granted later it
+  // would be above the capacity (a head that waits for its start time has
+  // all of it; found by an adversarial test: a lease of 6 granted after a
+  // shrink to 2). Its records retire first; what is left goes back to it.
+  uint32_t h = c->head;
+  if (c->retiring.load(std::memory_order_relaxed) && h < s->max_waiters &&
+      s->slots[h].lease != kNone)
+    drop_reservation(s, h, wk);
 }
 
 int set_capacity(shmsem_t *s, uint32_t permits) {

@@ -15,7 +15,8 @@ int set_capacity(shmsem_t *s, uint32_t permits);
 // `retiring` (permits held above the capacity, retired as they come back)
 // make up records - capacity: a shrink adds to `retiring` and retires
 // free permits at once; a grow first forgets what was still to retire,
-// then passes RETIRED records on (pass_permit: the head first). Run again
+// then passes RETIRED records on (pass_permit: the head first). A shrink
+// also takes back the head's reservation (nobody holds it yet). Run again
 // by repair, which recounts `retired` and sets `retiring` to 0 first: a
 // resize cut short at any step is finished there.
 void settle_capacity(shmsem_t *s, Wakes *wk);

@@ -110,16 +110,23 @@ int check_locked(shmsem_t *s, char *msg, size_t len) {
   if (retiring && nfree)
     return fail(msg, len, "INV-CAPACITY: a permit is free while a shrink "
                           "waits");
-  // INV-WEIGHT: a weighted lease is HELD records of one owner, each
-  // linked from at most one other.
+  // INV-WEIGHT: the others of a weighted lease are HELD by its owner,
+  // marked as no token's, each linked from one record. (A link to a record
+  // that left, or that another owner holds now, is stale: reclamation
+  // passes a dead owner's records one by one, and a release cuts the chain
+  // there.)
   std::vector<char> linked(n, 0);
   for (uint32_t l = 0; l < n; l++) {
     if (lease_state(s->leases[l]) != kLeaseHeld) continue;
     uint32_t x = s->leases[l].link;
     if (x == kNone) continue;
-    if (x >= n || lease_state(s->leases[x]) != kLeaseHeld || linked[x] ||
-        memcmp(&s->leases[x].owner, &s->leases[l].owner,
-               sizeof(Owner)) != 0)
+    if (x >= n)
+      return fail(msg, len, "INV-WEIGHT: a weighted lease's link is out of "
+                            "range");
+    if (lease_state(s->leases[x]) != kLeaseHeld ||
+        memcmp(&s->leases[x].owner, &s->leases[l].owner, sizeof(Owner)) != 0)
+      continue;  // stale
+    if (s->leases[x].slot != kMember || linked[x])
       return fail(msg, len, "INV-WEIGHT: a weighted lease's chain is broken");
     linked[x] = 1;
   }
@@ -163,27 +170,27 @@ int check_locked(shmsem_t *s, char *msg, size_t len) {
     else if (word != kSlotGranted && word != kSlotCancelled &&
              word != kSlotClosed && word != kSlotLeft)
       return fail(msg, len, "INV-QUEUE: invalid slot state");
-    uint32_t count = 0;
+    uint32_t chain = 0;
     for (uint32_t l = ws.lease; l != kNone; l = s->leases[l].link) {
-      if (l >= n || ++count > n ||
+      if (l >= n || ++chain > n ||
           lease_state(s->leases[l]) != kLeaseReserved ||
           s->leases[l].slot != w)
         return fail(msg, len, "INV-RESERVE: a reservation's chain is broken");
     }
-    nchained += count;
+    nchained += chain;
     const uint32_t k = ws.weight;
-    if (k < 1 || k > n || count != ws.got)
+    if (k < 1 || k > n || chain != ws.got)
       return fail(msg, len, "INV-RESERVE: weight or count out of range");
     bool ok;
     switch (word) {
-      case kSlotGranted: ok = count == k; break;
-      case kSlotLeft: ok = count == k || count == 0; break;
+      case kSlotGranted: ok = chain == k; break;
+      case kSlotLeft: ok = chain == k || chain == 0; break;
       case kSlotCancelled:
-      case kSlotClosed: ok = count == 0; break;
+      case kSlotClosed: ok = chain == 0; break;
       default:
-        ok = count == 0 ||
+        ok = chain == 0 ||
              (w == c->head &&
-              (count < k ||
+              (chain < k ||
                (word == kSlotWaiting &&
                 c->rate_interval_ns.load(std::memory_order_relaxed))));
     }

@@ -108,17 +108,18 @@ void retire(shmsem_t *s, uint32_t l) {
 
 // Passes lease `l`: retirement, the head, or the pool (pass_permit). New
 // records to pass (a left head's reservation) are put before *todo.
-void place(shmsem_t *s, uint32_t l, uint32_t *todo, uint32_t *rounds,
+// *freed counts the left heads freed in the whole pass: more than there are
+// slots means a damaged queue, which stops the loop.
+void place(shmsem_t *s, uint32_t l, uint32_t *todo, uint32_t *freed,
            Wakes *wk) {
   Core *c = s->core;
   LeaseRecord &rec = s->leases[l];
   // A shrink takes released permits before anyone else.
   if (c->retiring.load(std::memory_order_relaxed) > 0) return retire(s, l);
-  // Each round frees a slot whose owner left, or ends; a damaged queue
-  // that has more entries than slots stops the loop.
+  // Each round frees a slot whose owner left, or ends.
   for (;;) {
     uint32_t w = c->closed.load(std::memory_order_relaxed) ? kNone : c->head;
-    if (w != kNone && ++*rounds > s->max_waiters + 1) {
+    if (w != kNone && *freed > s->max_waiters) {
       mark_corrupt(s);
       w = kNone;
     }
@@ -126,6 +127,7 @@ void place(shmsem_t *s, uint32_t l, uint32_t *todo, uint32_t *rounds,
                         ? s->slots[w].word.load(std::memory_order_relaxed)
                         : 0;
     if (w != kNone && word == kSlotLeftQueued) {
+      ++*freed;
       // Its owner left without the lock: not a waiter any more. What was
       // reserved for it goes on after this record.
       queue_unlink(s, w);
@@ -192,6 +194,7 @@ void place(shmsem_t *s, uint32_t l, uint32_t *todo, uint32_t *rounds,
     // reservation, this record included, goes on. A crash before the next
     // commit leaves RESERVED leases whose slot is not GRANTED: repair
     // returns them to the pool.
+    ++*freed;
     *todo = splice(s, w, *todo);
     free_left(s, w);
     return;
@@ -200,7 +203,7 @@ void place(shmsem_t *s, uint32_t l, uint32_t *todo, uint32_t *rounds,
 
 // Passes `todo` and every record linked from it.
 void pass_todo(shmsem_t *s, uint32_t todo, Wakes *wk) {
-  uint32_t rounds = 0;
+  uint32_t freed = 0;
   while (todo != kNone) {
     if (!lease_ok(s, todo)) {
       mark_corrupt(s);  // the rest stay where they are until repair
@@ -209,7 +212,7 @@ void pass_todo(shmsem_t *s, uint32_t todo, Wakes *wk) {
     const uint32_t l = todo;
     todo = s->leases[l].link;
     s->leases[l].link = kNone;
-    place(s, l, &todo, &rounds, wk);
+    place(s, l, &todo, &freed, wk);
   }
 }
 
@@ -251,7 +254,11 @@ void drop_reservation(shmsem_t *s, uint32_t w, Wakes *wk) {
 
 bool grant_due_head(shmsem_t *s, uint32_t w, Wakes *wk) {
   Core *c = s->core;
-  if (c->head != w || c->closed.load(std::memory_order_relaxed)) return false;
+  // Not while a shrink waits: the head's reservation would then be above
+  // the capacity (settle_capacity takes it back; this is the guard).
+  if (c->head != w || c->closed.load(std::memory_order_relaxed) ||
+      c->retiring.load(std::memory_order_relaxed))
+    return false;
   WaiterSlot &ws = s->slots[w];
   if (ws.word.load(std::memory_order_relaxed) != kSlotWaiting ||
       !head_full(s, w))
@@ -313,9 +320,11 @@ int finish_slot(shmsem_t *s, uint32_t w, uint32_t proc,
         const Owner o = process_of(ws.owner);
         for (uint32_t x = rec.link; x != kNone; x = s->leases[x].link) {
           s->leases[x].owner = o;  // named before HELD (pass_permit)
+          s->leases[x].slot = kMember;  // no token names it
           lease_store(s->leases[x], kLeaseHeld, lease_gen(s->leases[x]));
         }
         rec.owner = o;
+        rec.slot = kNone;
         lease_store(rec, kLeaseHeld, gen);  // commit
         counter_add(c->held, int32_t(k));
       }

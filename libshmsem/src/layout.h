@@ -19,6 +19,9 @@ inline constexpr uint64_t kMagic = 0x0100'4d45'534d'4853ull;  // "SHMSEM\0\1"
 inline constexpr uint32_t kLayoutVersion = 7;
 inline constexpr uint32_t kReady = 0x5245'4459u;  // "READY", stored last
 inline constexpr uint32_t kNone = 0xffff'ffffu;   // "no index"
+// LeaseRecord::slot of a HELD record that is not the one its weighted
+// lease's token names: no token may release it alone (section 13).
+inline constexpr uint32_t kMember = 0xffff'fffeu;
 // The lock word: a tid (at most 2^22 on Linux) and one flag.
 inline constexpr uint32_t kLockWaiters = 0x8000'0000u;
 // Flipped by every takeover, so a takeover by a thread that reuses the dead
@@ -126,7 +129,7 @@ static_assert(sizeof(Header) <= 2 * kCacheLine);
 
 struct alignas(kCacheLine) LeaseRecord {
   std::atomic<uint64_t> word;  // state | proc | gen (above); the commit word
-  uint32_t slot;               // RESERVED: the slot it is granted to
+  uint32_t slot;  // RESERVED: the slot it is granted to; HELD: kMember or not
   uint32_t next_free;          // free-list link (rebuildable)
   Owner owner;  // HELD: the process (tid, tino are 0); else stale
   uint32_t used_pos;   // index in used_leases while HELD/RESERVED (rebuildable)

@@ -8,12 +8,16 @@
 
 #include <shmsem/shmsem.h>
 
+#include <algorithm>
+
 #include "handle.h"
 
 namespace shmsem::detail {
 
-// An interval between two acquisitions: at most a day.
+// An interval between two acquisitions: at most a day; a burst's refill
+// (burst * interval): at most 2^62 ns.
 inline constexpr uint64_t kMaxRateIntervalNs = 86'400'000'000'000ull;
+inline constexpr uint64_t kMaxRateWindowNs = uint64_t{1} << 62;
 
 struct Rate {
   uint64_t interval;  // 0: no rate limit
@@ -30,11 +34,11 @@ inline Rate rate_read(const shmsem_t *s, uint64_t now) {
   r.interval = c->rate_interval_ns.load(std::memory_order_relaxed);
   if (!r.interval) return r;
   if (r.interval > kMaxRateIntervalNs) r.interval = kMaxRateIntervalNs;
-  uint64_t burst = c->rate_burst.load(std::memory_order_relaxed);
-  burst = burst < 1 ? 1 : burst > SHMSEM_MAX_BURST ? SHMSEM_MAX_BURST : burst;
+  const uint64_t burst = std::clamp<uint64_t>(
+      c->rate_burst.load(std::memory_order_relaxed), 1, SHMSEM_MAX_BURST);
   // At most 2^20 * 8.64e13 < 2^67: in 128 bits, then saturated.
   unsigned __int128 w = (unsigned __int128)(burst - 1) * r.interval;
-  r.window = w > (~uint64_t{0} >> 2) ? ~uint64_t{0} >> 2 : uint64_t(w);
+  r.window = w > kMaxRateWindowNs ? kMaxRateWindowNs : uint64_t(w);
   uint64_t max_tat = now + r.window + r.interval;
   if (max_tat < now) max_tat = ~uint64_t{0};
   r.tat = c->rate_tat_ns.load(std::memory_order_relaxed);

@@ -127,11 +127,9 @@ void repair(shmsem_t *s) {
         // completed (a CAS: the owner may leave without the lock; then
         // the records are orphans like any other). Under a rate limit it
         // waits for its start time: woken to learn it.
-        if (limited)
-          wake.push_back(w);
-        else if (ws.word.compare_exchange_strong(
-                     word, kSlotGranted, std::memory_order_release,
-                     std::memory_order_relaxed))
+        if (limited || ws.word.compare_exchange_strong(
+                           word, kSlotGranted, std::memory_order_release,
+                           std::memory_order_relaxed))
           wake.push_back(w);
         else
           orphan_reservation(s, w);

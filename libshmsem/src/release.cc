@@ -42,6 +42,7 @@ uint32_t lease_chain(shmsem_t *s, uint32_t l) {
   for (uint32_t x = s->leases[l].link; x != kNone; x = s->leases[x].link) {
     if (!lease_ok(s, x) || n >= s->permits ||
         lease_state(s->leases[x]) != kLeaseHeld ||
+        s->leases[x].slot != kMember ||
         memcmp(&s->leases[x].owner, &o, sizeof o) != 0)
       break;
     prev = x;
@@ -78,6 +79,10 @@ int release_locked(shmsem_t *s, const shmsem_lease_t *lease) {
       used_add(s, s->core->n_used_leases, s->used_leases, s->permits, l,
                &rec.used_pos);
       pass_permit(s, l, &wk);  // one permit: never weighted
+    } else if (word_state(w) == kLeaseHeld && rec.slot == kMember) {
+      // One of a weighted lease's others: no token names it (a forged
+      // one does, at a guessable generation).
+      return -EINVAL;
     } else if (word_state(w) == kLeaseHeld) {
       // This record first (the commit that spends the token), then the
       // others of a weighted lease: a releaser killed in between leaves

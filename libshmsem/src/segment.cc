@@ -281,8 +281,11 @@ int build_of(const shmsem_config *cfg, Build *b) {
     b->burst = cfg->burst ? cfg->burst : 1;
     b->period_ns = cfg->rate_period_ns ? cfg->rate_period_ns : kNsPerSec;
     b->interval_ns = b->period_ns / cfg->rate;
+    // A burst takes burst * interval to refill: at most 2^62 ns (146
+    // years), which the core's arithmetic keeps exact.
     if (b->burst > SHMSEM_MAX_BURST || b->interval_ns < 1 ||
-        b->interval_ns > kMaxRateIntervalNs)
+        b->interval_ns > kMaxRateIntervalNs ||
+        (unsigned __int128)b->burst * b->interval_ns > kMaxRateWindowNs)
       return -EINVAL;
   } else if (cfg->burst || cfg->rate_period_ns) {
     return -EINVAL;  // a burst or period without a rate

@@ -246,7 +246,7 @@ void record_wait(shmsem_t *s, uint64_t ns);
 // woken at once, under the lock: rare).
 struct Wakes {
   uint32_t n = 0;
-  uint32_t slot[4];
+  uint32_t slot[4] = {};
   void add(shmsem_t *s, uint32_t w) {
     if (n < 4)
       slot[n++] = w;

@@ -102,10 +102,12 @@ int waiter_start(shmsem_t *s, uint32_t weight, bool may_queue,
         l = take_held(s, me, &gen);
         if (l == kNone) break;
         s->leases[l].link = chain;
+        s->leases[l].slot = kMember;  // no token names it (section 13)
         chain = l;
         SHMSEM_HOOK(ACQUIRE_LEASE_POPPED);
       }
       l = taken == weight ? chain : kNone;
+      if (l != kNone) s->leases[l].slot = kNone;  // the one the token names
     }
     if (l != kNone) {
       rate_take(s, now);

@@ -206,7 +206,41 @@ TEST(Rate, BadRateConfigurationsAreInvalid) {
   EXPECT_EQ(shmsem_create(name.c_str(), &c, 0, &s), -EINVAL);
   c = rated(1, 1, 1, 2 * 86'400'000 * kMs);  // one every two days
   EXPECT_EQ(shmsem_create(name.c_str(), &c, 0, &s), -EINVAL);
+  // A burst whose refill takes more than 2^62 ns (found by an adversarial
+  // test: it was accepted, then silently cut).
+  c = rated(1, 1, SHMSEM_MAX_BURST, 86'400'000 * kMs);
+  EXPECT_EQ(shmsem_create(name.c_str(), &c, 0, &s), -EINVAL);
+  c = rated(1, 1, 53'375, 86'400'000 * kMs);  // just within
+  ASSERT_EQ(shmsem_create(name.c_str(), &c, 0, &s), 0);
+  shmsem_detach(s);
+  ASSERT_EQ(shmsem_unlink(name.c_str()), 0);
   EXPECT_EQ(shmsem_unlink(name.c_str()), -ENOENT);
+}
+
+// Found by an adversarial test: a head waiting for its token with all 6 of
+// its permits reserved was granted them after a shrink to 2.
+TEST(Rate, ShrinkTakesBackTheReservationOfAHeadWaitingForItsToken) {
+  ManualClock clock;
+  Segment seg(rated(8, 10, 1));
+  shmsem_t *s = seg.get();
+  ASSERT_EQ(take_token(s), 0);
+  std::atomic<int> r{1};
+  shmsem_lease_t l;
+  timespec d = clock.deadline_in(500 * kMs);
+  std::thread a([&] { r = shmsem_acquire_until_n(s, 6, &d, &l); });
+  ASSERT_TRUE(waiting_is(s, 1));
+  EXPECT_COUNTS(s, 2, 0, 6, 1);
+  ASSERT_EQ(shmsem_set_permits(s, 2), 0);
+  // Six retired: the two free ones and four of its six; two are left to it.
+  EXPECT_COUNTS(s, 0, 0, 2, 1);
+  EXPECT_EQ(stat_of(s).retiring, 0u);
+  EXPECT_INVARIANTS(s);
+  clock.advance(100 * kMs);  // its start time: still short of 6
+  clock.advance(500 * kMs);
+  a.join();
+  EXPECT_EQ(r.load(), -ETIMEDOUT);
+  EXPECT_COUNTS(s, 2, 0, 0, 0);
+  EXPECT_INVARIANTS(s);
 }
 
 TEST(Rate, CreateWithAnotherRateIsExist) {

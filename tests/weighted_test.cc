@@ -356,5 +356,76 @@ TEST(Weighted, RandomWeightsFromFourProcessesNeverOvercommit) {
   EXPECT_INVARIANTS(seg.get());
 }
 
+// Found by an adversarial test: handing more permits than there are slots
+// to one head in one pass was taken for a damaged queue, and repaired.
+TEST(Weighted, ManyPermitsToOneHeadInOnePassNeedNoRepair) {
+  Segment seg(16, 4);
+  shmsem_t *s = seg.get();
+  shmsem_lease_t all;
+  ASSERT_EQ(shmsem_acquire_n(s, 16, &all), 0);
+  Acquirer a;
+  start(&a, s, 12, nullptr, nullptr, 'A');
+  ASSERT_TRUE(waiting_is(s, 1));
+  ASSERT_EQ(shmsem_release(s, &all), 0);
+  a.t.join();
+  ASSERT_EQ(a.result.load(), 0);
+  ASSERT_EQ(shmsem_release(s, &a.lease), 0);
+  // Queued with one held: 15 taken at once become its reservation.
+  shmsem_lease_t one;
+  ASSERT_EQ(shmsem_acquire(s, &one), 0);
+  Acquirer b;
+  start(&b, s, 16, nullptr, nullptr, 'B');
+  ASSERT_TRUE(waiting_is(s, 1));
+  EXPECT_COUNTS(s, 0, 1, 15, 1);
+  ASSERT_EQ(shmsem_release(s, &one), 0);
+  b.t.join();
+  ASSERT_EQ(b.result.load(), 0);
+  ASSERT_EQ(shmsem_release(s, &b.lease), 0);
+  struct shmsem_stat st;
+  ASSERT_EQ(shmsem_stat(s, &st), 0);
+  EXPECT_EQ(st.repairs, 0u);
+  EXPECT_COUNTS(s, 16, 0, 0, 0);
+  EXPECT_INVARIANTS(s);
+}
+
+// Found by an adversarial test: a token made up for one of the records of
+// a weighted lease other than the one its token names released it alone.
+TEST(Weighted, MadeUpTokenForAnotherRecordOfTheLeaseIsInvalid) {
+  Segment seg(4);
+  shmsem_t *s = seg.get();
+  shmsem_lease_t l;
+  ASSERT_EQ(shmsem_acquire_n(s, 4, &l), 0);
+  int refused = 0;
+  for (uint32_t i = 0; i < 4; i++) {
+    if (i == l.index) continue;
+    for (uint64_t gen = 1; gen < 4; gen++) {
+      shmsem_lease_t forged = l;
+      forged.index = i;
+      forged.gen = gen;
+      int r = shmsem_release(s, &forged);
+      EXPECT_TRUE(r == -EINVAL || r == -EALREADY) << r;
+      refused++;
+    }
+  }
+  EXPECT_EQ(refused, 9);
+  EXPECT_COUNTS(s, 0, 4, 0, 0);
+  ASSERT_EQ(shmsem_release(s, &l), 0);
+  EXPECT_COUNTS(s, 4, 0, 0, 0);
+  EXPECT_INVARIANTS(s);
+}
+
+// Found by a review: a cancel handle already fired was seen before the
+// count, so a bad n returned -ECANCELED.
+TEST(Weighted, BadCountIsInvalidEvenWithAFiredCancel) {
+  Segment seg(2);
+  shmsem_cancel_t c;
+  shmsem_cancel_init(&c);
+  shmsem_cancel(&c);
+  shmsem_lease_t l;
+  EXPECT_EQ(shmsem_acquire_ex_n(seg.get(), 3, nullptr, &c, 0, &l), -EINVAL);
+  EXPECT_EQ(shmsem_acquire_ex_n(seg.get(), 0, nullptr, &c, 0, &l), -EINVAL);
+  EXPECT_EQ(shmsem_acquire_ex_n(seg.get(), 1, nullptr, &c, 0, &l), -ECANCELED);
+}
+
 }  // namespace
 }  // namespace shmsem::test

@@ -137,8 +137,9 @@ int sleep_cancellable(CancelCleanup *ctx, WatchState *watch,
 
 int acquire(shmsem_t *s, uint32_t weight, const timespec *deadline_ts,
             shmsem_cancel_t *cancel, unsigned flags, shmsem_lease_t *lease) {
-  if (!s || !lease || (flags & ~unsigned(SHMSEM_WAIT_INTERRUPTIBLE)))
-    return -EINVAL;
+  if (!s || !lease || (flags & ~unsigned(SHMSEM_WAIT_INTERRUPTIBLE)) ||
+      weight < 1 || weight > s->permits)
+    return -EINVAL;  // before a fired cancel: a bad n is -EINVAL at once
   uint64_t deadline = 0;
   if (deadline_ts) {
     int e = deadline_ns(deadline_ts, &deadline);

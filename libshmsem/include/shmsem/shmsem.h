@@ -111,7 +111,8 @@ struct timespec;
 /* An open semaphore; opaque. One per shmsem_create/shmsem_open call. */
 typedef struct shmsem_handle shmsem_t;
 
-/* A lease: proof that its holder owns one permit. Plain value type; copy it
+/* A lease: proof that its holder owns one permit (or n, shmsem_acquire_n).
+ * Plain value type; copy it
  * freely, release it once. An all-zero lease is never valid. The token
  * names its semaphore (`sem`, drawn at random when the semaphore was
  * created): releasing it through another semaphore, or through a later
@@ -142,7 +143,8 @@ struct shmsem_config {
 				 SHMSEM_DEFAULT_RATE_ONLY_PERMITS without a
 				 concurrency limit */
 	uint32_t rate;        /* rate limit: at most `rate` acquisitions per
-				 rate_period_ns; 0 none */
+				 rate_period_ns (one every rate_period_ns / rate
+				 ns, rounded down); 0 none */
 	uint32_t burst;       /* ... of which up to `burst` at once; 0 means 1 */
 	uint64_t rate_period_ns; /* 0 means one second */
 	uint64_t __reserved[2]; /* must be zero */
@@ -150,8 +152,9 @@ struct shmsem_config {
 
 /* Leases one semaphore without a concurrency limit can have out at once. */
 #define SHMSEM_DEFAULT_RATE_ONLY_PERMITS 1024u
-/* Bounds of a rate limit: burst at most this, and an interval between two
- * acquisitions (rate_period_ns / rate) of 1 ns to one day. */
+/* Bounds of a rate limit: burst at most this, an interval between two
+ * acquisitions (rate_period_ns / rate) of 1 ns to one day, and burst times
+ * that interval (a full refill) at most 2^62 ns. */
 #define SHMSEM_MAX_BURST (1u << 20)
 
 /* Flags for shmsem_create and shmsem_open. */
@@ -171,8 +174,11 @@ struct shmsem_config {
  * fully initialised, so a creator killed at any point leaves nothing behind.
  * Errors: -EINVAL bad name, config or flags (mode bits outside 0666: no
  * execute, setuid, setgid or sticky bits); -EEXIST it exists and
- * SHMSEM_EXCL was given, or it exists with different permits (or a
- * different max_waiters, when cfg->max_waiters is not 0); -EPERM it exists
+ * SHMSEM_EXCL was given, or it was created with another configuration:
+ * permits, max_permits, rate, burst or rate_period_ns as given (after their
+ * defaults; 6 per 2 s is not 3 per 1 s), or max_waiters when
+ * cfg->max_waiters is not 0 (a capacity changed since by
+ * shmsem_set_permits does not count; the mode is not compared); -EPERM it exists
  * and belongs to another user (see SHMSEM_ANY_OWNER);
  * -EACCES, -ENOMEM, -ENOSPC from the system; the errors of shmsem_open.
  */
@@ -273,7 +279,8 @@ int shmsem_acquire_ex(shmsem_t *s, const struct timespec *deadline,
  * ever); above the current capacity (after a shrink) the acquire waits,
  * with everyone behind it, until the capacity grows back or it gives up.
  * shmsem_acquire_n(s, 1, l) is shmsem_acquire(s, l). Weighted leases
- * always take the internal lock (no lock-free path).
+ * always take the internal lock (no lock-free path). On a semaphore with no
+ * concurrency limit (a rate only), shmsem_set_permits sets one.
  * Errors: those of the call without _n, and -EINVAL for `n`.
  */
 int shmsem_acquire_n(shmsem_t *s, uint32_t n, shmsem_lease_t *lease);
@@ -509,7 +516,7 @@ struct shmsem_stat {
 	uint32_t rate_tokens;  /* tokens in the bucket now (0..burst) */
 	uint64_t rate_period_ns;
 	uint64_t rate_next_ns; /* CLOCK_MONOTONIC time the next token is there
-				  (now or earlier if rate_tokens > 0) */
+				  (the time of the snapshot if rate_tokens > 0) */
 	uint64_t __reserved[4];
 };
 

@@ -1,13 +1,16 @@
 // The C++20 tier of <shmsem/shmsem.hpp>: shmsem::lease releases exactly
 // once (scope exit, exception, moves), release() reports errors, stop_token
 // and chrono waits end in std::nullopt, and errors are std::system_error in
-// shmsem::category(), equal to std::errc conditions.
+// shmsem::category(), equal to std::errc conditions. Weighted leases, the
+// capacity at run time and shmsem::options (a rate limit) reach the C API
+// unchanged: n permits as one lease, counts checked rather than truncated.
 #include <gtest/gtest.h>
 #include <shmsem/shmsem.h>
 
 #include <cerrno>
 #include <chrono>
 #include <cmath>
+#include <cstdint>
 #include <limits>
 #include <optional>
 #include <stdexcept>
@@ -48,6 +51,20 @@ std::error_code thrown_code(F &&f) {
   ADD_FAILURE() << "no std::system_error was thrown";
   return {};
 }
+
+// A name for a semaphore the test creates through the C++ API (with
+// shmsem::options, which Segment does not take), unlinked on teardown.
+// Declare it before the semaphore.
+struct ScopedName {
+  std::string name = unique_name("cxx");
+  ScopedName() = default;
+  ScopedName(const ScopedName &) = delete;
+  ScopedName &operator=(const ScopedName &) = delete;
+  ~ScopedName() {
+    std::error_code ignored;  // a test that failed to create leaves none
+    semaphore::unlink(name.c_str(), ignored);
+  }
+};
 
 // A moved-from (or released, or detached) lease: empty, owning nothing.
 // The moved-from state is what the callers check, so the use-after-move
@@ -543,6 +560,356 @@ TEST(Chrono, ConversionRoundsUpAndSaturates) {
   EXPECT_EQ(saturating_ceil_ns(duration<double>(std::nan(""))), nanoseconds::max());
   EXPECT_EQ(saturating_ceil_ns(duration<double>(-INFINITY)), nanoseconds::min());
   EXPECT_EQ(saturating_ceil_ns(nanoseconds::max()), nanoseconds::max());
+}
+
+// ---- weighted leases -------------------------------------------------------
+
+TEST(Weighted, AcquireTakesNPermitsAsOneLeaseAndOneReleaseReturnsAllN) {
+  Segment seg(4);
+  auto sem = semaphore::open(seg.name());
+  {
+    lease l = sem.acquire(3);
+    EXPECT_TRUE(l);
+    EXPECT_EQ(l.weight(), 3u);
+    EXPECT_COUNTS(seg.get(), 1, 3, 0, 0);
+    EXPECT_INVARIANTS(seg.get());
+  }
+  EXPECT_COUNTS(seg.get(), 4, 0, 0, 0);
+  lease all = sem.acquire(4u);
+  EXPECT_COUNTS(seg.get(), 0, 4, 0, 0);
+  all.release();
+  EXPECT_FALSE(all);
+  EXPECT_EQ(all.weight(), 0u);
+  EXPECT_COUNTS(seg.get(), 4, 0, 0, 0);
+  EXPECT_EQ(sem.stat().acquisitions, 2u) << "a lease of n is one acquisition";
+  EXPECT_INVARIANTS(seg.get());
+}
+
+TEST(Weighted, WeightFollowsTheLeaseAndIsZeroWhenEmpty) {
+  Segment seg(4);
+  auto sem = semaphore::open(seg.name());
+  EXPECT_EQ(lease().weight(), 0u);
+  lease one = sem.acquire();
+  EXPECT_EQ(one.weight(), 1u) << "the acquires without a count";
+  lease two = sem.acquire(2);
+  lease moved(std::move(two));
+  EXPECT_EQ(moved.weight(), 2u);
+  // The moved-from state is the point (see expect_empty).
+  // cppcheck-suppress accessMoved
+  EXPECT_EQ(two.weight(), 0u);  // NOLINT(bugprone-use-after-move,clang-analyzer-cplusplus.Move)
+  one = std::move(moved);  // one's permit goes back, the 2 move in
+  EXPECT_EQ(one.weight(), 2u);
+  EXPECT_COUNTS(seg.get(), 2, 2, 0, 0);
+  // The token does not carry the weight: an adopter states it, and the
+  // release returns what the token holds.
+  const std::uint32_t w = one.weight();
+  const shmsem_lease_t token = one.detach();
+  EXPECT_EQ(one.weight(), 0u);
+  EXPECT_COUNTS(seg.get(), 2, 2, 0, 0);
+  lease adopted(sem.native_handle(), token, w);
+  EXPECT_EQ(adopted.weight(), 2u);
+  adopted.release();
+  EXPECT_COUNTS(seg.get(), 4, 0, 0, 0);
+  EXPECT_INVARIANTS(seg.get());
+}
+
+TEST(Weighted, TryAcquireTakesNOnlyWhenNAreFree) {
+  Segment seg(4);
+  auto sem = semaphore::open(seg.name());
+  lease held = sem.acquire(2);
+  EXPECT_FALSE(sem.try_acquire(3).has_value()) << "2 free, 3 asked";
+  EXPECT_COUNTS(seg.get(), 2, 2, 0, 0);
+  std::optional<lease> two = sem.try_acquire(2);
+  ASSERT_TRUE(two.has_value());
+  EXPECT_EQ(two->weight(), 2u);
+  EXPECT_COUNTS(seg.get(), 0, 4, 0, 0);
+  EXPECT_INVARIANTS(seg.get());
+}
+
+TEST(Weighted, TryAcquireAboveMaxPermitsThrowsEinvalAndTakesNothing) {
+  Segment seg(4);
+  auto sem = semaphore::open(seg.name());
+  // Never grantable: an error, not "no permits now" (nullopt).
+  EXPECT_EQ(thrown_code([&] { (void)sem.try_acquire(5); }), std::errc::invalid_argument);
+  EXPECT_EQ(thrown_code([&] { (void)sem.try_acquire(0); }), std::errc::invalid_argument);
+  EXPECT_EQ(thrown_code([&] { (void)sem.acquire(5); }), std::errc::invalid_argument);
+  EXPECT_EQ(thrown_code([&] { (void)sem.acquire_for(5, hours(1)); }),
+            std::errc::invalid_argument);
+  EXPECT_COUNTS(seg.get(), 4, 0, 0, 0);
+  EXPECT_EQ(sem.stat().acquisitions, 0u);
+}
+
+// 2^32 + 1 as uint32_t would be 1, and -1 would be 2^32 - 1: both must be
+// refused, not truncated into a count the C API accepts.
+TEST(Weighted, CountsOutsideUint32AreEinvalNotTruncated) {
+  Segment seg(4);
+  auto sem = semaphore::open(seg.name());
+  const std::uint64_t wraps_to_one = (std::uint64_t{1} << 32) + 1;
+  EXPECT_EQ(thrown_code([&] { (void)sem.acquire(wraps_to_one); }), std::errc::invalid_argument);
+  EXPECT_EQ(thrown_code([&] { (void)sem.try_acquire(wraps_to_one); }),
+            std::errc::invalid_argument);
+  EXPECT_EQ(thrown_code([&] { (void)sem.acquire(-1); }), std::errc::invalid_argument);
+  EXPECT_EQ(thrown_code([&] { (void)sem.acquire_until(-1, steady_clock::now()); }),
+            std::errc::invalid_argument);
+  // 0 is refused before a stop requested earlier could hide it.
+  std::stop_source src;
+  src.request_stop();
+  EXPECT_EQ(thrown_code([&] { (void)sem.acquire(0, src.get_token()); }),
+            std::errc::invalid_argument);
+  EXPECT_COUNTS(seg.get(), 4, 0, 0, 0);
+}
+
+TEST(Weighted, AcquireForTimesOutWhileThePermitsAreHeld) {
+  Segment seg(4);
+  auto sem = semaphore::open(seg.name());
+  lease held = sem.acquire(3);  // 1 free: a wait for 2 cannot be granted
+  const auto start = steady_clock::now();
+  EXPECT_FALSE(sem.acquire_for(2, milliseconds(20)).has_value());
+  EXPECT_GE(steady_clock::now() - start, milliseconds(20));
+  EXPECT_FALSE(sem.acquire_until(2, steady_clock::now() + milliseconds(5)).has_value());
+  EXPECT_FALSE(
+      sem.acquire_until(2, std::chrono::system_clock::now() + milliseconds(5)).has_value());
+  EXPECT_EQ(sem.stat().timeouts, 3u);
+  // What the head had gathered meanwhile went back: nothing reserved.
+  EXPECT_COUNTS(seg.get(), 1, 3, 0, 0);
+  EXPECT_INVARIANTS(seg.get());
+  // With the permits back, the same wait is granted at once.
+  held.release();
+  std::optional<lease> l = sem.acquire_for(2, milliseconds(20));
+  ASSERT_TRUE(l.has_value());
+  EXPECT_EQ(l->weight(), 2u);
+}
+
+TEST(Weighted, StopCancelsAQueuedWeightedAcquireAndItsReservationGoesBack) {
+  Segment seg(4);
+  auto sem = semaphore::open(seg.name());
+  lease held = sem.acquire(3);
+  bool got = true;
+  std::jthread waiter([&](const std::stop_token &st) { got = sem.acquire(2, st).has_value(); });
+  ASSERT_TRUE(waiting_is(seg.get(), 1));
+  // The head gathers its own: the free permit is reserved for it.
+  EXPECT_COUNTS(seg.get(), 0, 3, 1, 1);
+  waiter.request_stop();
+  waiter.join();
+  EXPECT_FALSE(got);
+  EXPECT_EQ(sem.stat().cancellations, 1u);
+  EXPECT_COUNTS(seg.get(), 1, 3, 0, 0);
+  EXPECT_INVARIANTS(seg.get());
+}
+
+TEST(Weighted, OneReleaseGrantsAQueuedWeightedWaiterAllItNeeds) {
+  Segment seg(4);
+  auto sem = semaphore::open(seg.name());
+  lease held = sem.acquire(4);
+  std::optional<lease> got;
+  std::jthread waiter([&](const std::stop_token &st) { got = sem.acquire_for(3, hours(1), st); });
+  ASSERT_TRUE(waiting_is(seg.get(), 1));
+  held.release();  // 4 back at once: 3 to the waiter, 1 to the pool
+  waiter.join();
+  ASSERT_TRUE(got.has_value());
+  EXPECT_EQ(got->weight(), 3u);
+  EXPECT_COUNTS(seg.get(), 1, 3, 0, 0);
+  got.reset();
+  EXPECT_COUNTS(seg.get(), 4, 0, 0, 0);
+  EXPECT_INVARIANTS(seg.get());
+}
+
+// ---- capacity at run time --------------------------------------------------
+
+TEST(Capacity, SetPermitsGrowAndShrinkShowInStats) {
+  const ScopedName n;
+  auto sem = semaphore::create(n.name, {.permits = 2, .max_permits = 8}, SHMSEM_EXCL);
+  struct shmsem_stat st = sem.stat();
+  EXPECT_EQ(st.permits, 2u);
+  EXPECT_EQ(st.max_permits, 8u);
+  EXPECT_EQ(st.available, 2u);
+  sem.set_permits(6);
+  st = sem.stat();
+  EXPECT_EQ(st.permits, 6u);
+  EXPECT_EQ(st.available, 6u);
+  lease five = sem.acquire(5);
+  // Shrink below what is held: the free permit goes at once, two more
+  // retire when the lease comes back; nothing held is revoked.
+  sem.set_permits(3);
+  st = sem.stat();
+  EXPECT_EQ(st.permits, 3u);
+  EXPECT_EQ(st.held, 5u);
+  EXPECT_EQ(st.available, 0u);
+  EXPECT_EQ(st.retiring, 2u);
+  EXPECT_NO_THROW(sem.check());
+  five.release();
+  st = sem.stat();
+  EXPECT_EQ(st.permits, 3u);
+  EXPECT_EQ(st.held, 0u);
+  EXPECT_EQ(st.available, 3u);
+  EXPECT_EQ(st.retiring, 0u);
+  sem.set_permits(0);  // drains
+  EXPECT_FALSE(sem.try_acquire().has_value());
+  EXPECT_EQ(sem.stat().permits, 0u);
+  sem.set_permits(8);
+  EXPECT_EQ(sem.stat().available, 8u);
+  EXPECT_NO_THROW(sem.check());
+}
+
+TEST(Capacity, SetPermitsAboveMaxOrOutsideUint32IsEinvalAndChangesNothing) {
+  const ScopedName n;
+  auto sem = semaphore::create(n.name, {.permits = 2, .max_permits = 4}, SHMSEM_EXCL);
+  EXPECT_EQ(thrown_code([&] { sem.set_permits(5); }), std::errc::invalid_argument);
+  EXPECT_EQ(thrown_code([&] { sem.set_permits(-1); }), std::errc::invalid_argument);
+  // 2^32 as uint32_t would be 0: a drain nobody asked for.
+  EXPECT_EQ(thrown_code([&] { sem.set_permits(std::uint64_t{1} << 32); }),
+            std::errc::invalid_argument);
+  EXPECT_EQ(sem.stat().permits, 2u);
+  std::error_code ec = std::make_error_code(std::errc::io_error);
+  sem.set_permits(4, ec);
+  EXPECT_FALSE(ec) << "success clears the code";
+  EXPECT_EQ(sem.stat().permits, 4u);
+  sem.set_permits(5u, ec);
+  EXPECT_EQ(ec, std::errc::invalid_argument);
+  EXPECT_EQ(&ec.category(), &shmsem::category());
+  EXPECT_EQ(sem.stat().permits, 4u);
+  auto ro = semaphore::open(n.name, SHMSEM_RDONLY);
+  EXPECT_EQ(thrown_code([&] { ro.set_permits(1); }), std::errc::bad_file_descriptor);
+  semaphore empty;
+  EXPECT_EQ(thrown_code([&] { empty.set_permits(1); }), std::errc::invalid_argument);
+}
+
+TEST(Capacity, GrowHandsTheNewPermitsToAQueuedWeightedWaiter) {
+  const ScopedName n;
+  auto sem = semaphore::create(n.name, {.permits = 1, .max_permits = 4}, SHMSEM_EXCL);
+  std::optional<lease> got;
+  // 3 is above the capacity now but within max_permits: it waits.
+  std::jthread waiter([&](const std::stop_token &st) { got = sem.acquire(3, st); });
+  ASSERT_TRUE(waiting_is(sem.native_handle(), 1));
+  sem.set_permits(3);
+  waiter.join();
+  ASSERT_TRUE(got.has_value());
+  EXPECT_EQ(got->weight(), 3u);
+  const struct shmsem_stat st = sem.stat();
+  EXPECT_EQ(st.held, 3u);
+  EXPECT_EQ(st.available, 0u);
+}
+
+// ---- shmsem::options -------------------------------------------------------
+
+TEST(Options, RateLimitedSemaphoreReportsItsRateAndBurstInStats) {
+  using namespace std::chrono_literals;
+  const ScopedName n;
+  auto sem = semaphore::create(n.name, {.permits = 8, .rate = 100, .per = 1s, .burst = 20},
+                               SHMSEM_EXCL);
+  const struct shmsem_stat st = sem.stat();
+  EXPECT_EQ(st.permits, 8u);
+  EXPECT_EQ(st.max_permits, 8u);
+  EXPECT_EQ(st.rate, 100u);
+  EXPECT_EQ(st.burst, 20u);
+  EXPECT_EQ(st.rate_period_ns, 1'000'000'000u);
+  EXPECT_NO_THROW(sem.check());
+}
+
+// A slow rate (2 an hour) so that no token comes back during the test: the
+// bucket's count is exact. Each acquire takes one token, whatever its
+// weight; with the bucket empty, try_acquire is nullopt though permits are
+// free.
+TEST(Options, EachAcquireTakesOneTokenWhateverItsWeight) {
+  const ScopedName n;
+  auto sem = semaphore::create(n.name, {.permits = 8, .rate = 2, .per = hours(1), .burst = 3},
+                               SHMSEM_EXCL);
+  EXPECT_EQ(sem.stat().rate_tokens, 3u) << "a new bucket is full";
+  std::optional<lease> a = sem.try_acquire(4);
+  ASSERT_TRUE(a.has_value());
+  EXPECT_EQ(sem.stat().rate_tokens, 2u);
+  lease b = sem.acquire();
+  std::optional<lease> c = sem.acquire_for(2, milliseconds(1));
+  ASSERT_TRUE(c.has_value());
+  const struct shmsem_stat st = sem.stat();
+  EXPECT_EQ(st.rate_tokens, 0u);
+  EXPECT_EQ(st.held, 7u);
+  EXPECT_EQ(st.rate_period_ns, 3'600'000'000'000u);
+  const auto now_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+      steady_clock::now().time_since_epoch());
+  EXPECT_GT(st.rate_next_ns, static_cast<std::uint64_t>(now_ns.count()))
+      << "the next token is half an hour away";
+  EXPECT_FALSE(sem.try_acquire().has_value()) << "a permit is free, a token is not";
+  EXPECT_FALSE(sem.acquire_for(milliseconds(5)).has_value());
+  EXPECT_NO_THROW(sem.check());
+}
+
+TEST(Options, ZeroFieldsMeanTheCDefaults) {
+  const ScopedName a, b;
+  // A rate alone: no concurrency limit (SHMSEM_DEFAULT_RATE_ONLY_PERMITS
+  // leases), burst 1, one second.
+  auto rate_only = semaphore::create(a.name, {.rate = 5}, SHMSEM_EXCL);
+  struct shmsem_stat st = rate_only.stat();
+  EXPECT_EQ(st.permits, SHMSEM_DEFAULT_RATE_ONLY_PERMITS);
+  EXPECT_EQ(st.max_permits, SHMSEM_DEFAULT_RATE_ONLY_PERMITS);
+  EXPECT_EQ(st.rate, 5u);
+  EXPECT_EQ(st.burst, 1u);
+  EXPECT_EQ(st.rate_period_ns, 1'000'000'000u);
+  // No rate: a plain semaphore, its rate fields all 0.
+  auto plain = semaphore::create(b.name, {.permits = 3}, SHMSEM_EXCL);
+  st = plain.stat();
+  EXPECT_EQ(st.permits, 3u);
+  EXPECT_EQ(st.max_permits, 3u);
+  EXPECT_EQ(st.max_waiters, SHMSEM_DEFAULT_MAX_WAITERS);
+  EXPECT_EQ(st.rate, 0u);
+  EXPECT_EQ(st.burst, 0u);
+  EXPECT_EQ(st.rate_period_ns, 0u);
+}
+
+TEST(Options, InvalidCombinationsThrowEinval) {
+  using std::chrono::microseconds;
+  using std::chrono::nanoseconds;
+  const ScopedName n;
+  const auto code_of = [&](const options &o) {
+    return thrown_code([&] { (void)semaphore::create(n.name, o, SHMSEM_EXCL); });
+  };
+  EXPECT_EQ(code_of({.permits = 1, .rate = 1, .per = nanoseconds(-1)}),
+            std::errc::invalid_argument);
+  EXPECT_EQ(code_of({.permits = 1, .per = seconds(1)}), std::errc::invalid_argument)
+      << "a period without a rate";
+  EXPECT_EQ(code_of({.permits = 1, .burst = 2}), std::errc::invalid_argument)
+      << "a burst without a rate";
+  EXPECT_EQ(code_of({}), std::errc::invalid_argument) << "neither permits nor a rate";
+  EXPECT_EQ(code_of({.permits = 4, .max_permits = 2}), std::errc::invalid_argument);
+  EXPECT_EQ(code_of({.permits = 1, .rate = 2000, .per = microseconds(1)}),
+            std::errc::invalid_argument)
+      << "an interval below 1 ns";
+  std::error_code ec;
+  semaphore::unlink(n.name.c_str(), ec);
+  EXPECT_EQ(ec, std::errc::no_such_file_or_directory) << "nothing was created";
+}
+
+// create(name, {.permits = 3}) is options (a braced list cannot bind the
+// shmsem_config template), and a shmsem_config object still binds as before;
+// both describe the same semaphore, so creating without SHMSEM_EXCL opens it.
+TEST(Options, BracedListsAreOptionsAndConfigObjectsStillBind) {
+  const ScopedName n;
+  auto first = semaphore::create(n.name, {.permits = 3, .rate = 10, .per = seconds(1)},
+                                 SHMSEM_EXCL);
+  shmsem_config cfg{};
+  cfg.permits = 3;
+  cfg.rate = 10;
+  cfg.rate_period_ns = 1'000'000'000;
+  auto second = semaphore::create(n.name, cfg);
+  lease l = second.acquire();
+  EXPECT_EQ(first.stat().held, 1u);
+  // A different rate is another semaphore under the same name: EEXIST.
+  EXPECT_EQ(thrown_code([&] { (void)semaphore::create(n.name, {.permits = 3, .rate = 11}); }),
+            std::errc::file_exists);
+  EXPECT_EQ(thrown_code([&] { (void)semaphore::create(n.name, {.permits = 3}); }),
+            std::errc::file_exists);
+}
+
+// The configuration compared is the one created: a capacity changed since
+// by set_permits() does not make the same options "another semaphore".
+TEST(Options, CreateStillOpensItAfterSetPermits) {
+  const ScopedName n;
+  auto first = semaphore::create(n.name, {.permits = 2, .max_permits = 6}, SHMSEM_EXCL);
+  first.set_permits(5);
+  auto second = semaphore::create(n.name, {.permits = 2, .max_permits = 6});
+  EXPECT_EQ(second.stat().permits, 5u);
+  EXPECT_EQ(thrown_code([&] { (void)semaphore::create(n.name, {.permits = 5, .max_permits = 6}); }),
+            std::errc::file_exists);
 }
 
 // ---- shmsem::category() ----------------------------------------------------

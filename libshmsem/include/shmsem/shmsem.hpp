@@ -19,14 +19,31 @@
 //       fail(e);                              // or: if (auto l = sem.acquire_for(2s)) ...
 //     l.release();                            l.release();  // throws std::system_error
 //
+// Weighted leases, capacity and rate (C++20 tier): sem.acquire(4) takes 4
+// permits as one lease (lease::weight() is 4, one release returns all 4),
+// with the same try/for/until/stop_token forms as one permit, the count
+// first as in Java's Semaphore; sem.set_permits(n) changes the capacity;
+// shmsem::options creates a rate-limited semaphore:
+//
+//     using namespace std::chrono_literals;
+//     auto api = shmsem::semaphore::create(
+//         "/api", {.permits = 8, .rate = 100, .per = 1s, .burst = 20});
+//     if (auto l = api.acquire_for(2, 50ms)) ...  // 2 of the 8, one token of the rate
+//
 // Errors (C++20 tier):
 //
 //   | C API result          | semaphore member                  | returns / throws        |
 //   |-----------------------|-----------------------------------|-------------------------|
-//   | -EAGAIN               | try_acquire()                     | std::nullopt            |
+//   | -EAGAIN               | try_acquire(), try_acquire(n)     | std::nullopt            |
 //   | -ETIMEDOUT            | acquire_for(), acquire_until()    | std::nullopt            |
 //   | -ECANCELED            | any acquire taking a stop_token   | std::nullopt            |
 //   | any other error       | every member                      | throws std::system_error|
+//
+// A count of permits (the `n` of a weighted acquire, set_permits' capacity)
+// is any integer type but bool and the character types, checked here rather
+// than converted: a value outside std::uint32_t (negative, or 2^32 + 1 from
+// a size_t) throws std::system_error(EINVAL) as 0 and values above
+// max_permits do, never wrapping to a valid smaller count.
 //
 // A std::error_code from this header holds the POSITIVE errno value in
 // shmsem::category(). That category exists for its messages: message()
@@ -115,6 +132,7 @@ inline int acquire(shmsem_t *s, Lease *out, const timespec *deadline = nullptr,
 #include <cerrno>
 #include <chrono>
 #include <cmath>
+#include <concepts>
 #include <cstdint>
 #include <ctime>
 #include <optional>
@@ -125,6 +143,40 @@ inline int acquire(shmsem_t *s, Lease *out, const timespec *deadline = nullptr,
 #include <type_traits>
 
 namespace shmsem {
+
+// How semaphore::create() makes a semaphore: shmsem_config with the rate's
+// period as a std::chrono duration. An aggregate, for designated
+// initializers (in this order; any may be left out):
+//
+//     {.permits = 8}                                    // a plain semaphore of 8
+//     {.permits = 4, .max_permits = 16}                 // 4 now, set_permits() up to 16
+//     {.permits = 8, .rate = 100, .per = 1s, .burst = 20}
+//     {.rate = 10, .per = 1min}                         // a rate only: no concurrency limit
+//
+// Every field means what its shmsem_config namesake means, zero included
+// (0 is the C default). Opening an existing semaphore through create()
+// compares as shmsem_create does: another `permits` (as created, not as
+// set_permits() left it), `max_permits`, `rate`, `burst` or `per` (0s
+// filled in with their defaults), or another nonzero `max_waiters`, is
+// EEXIST; `mode` is not compared.
+struct options {
+  // The capacity N. 0 only with a rate: no concurrency limit then (up to
+  // max_permits, by default SHMSEM_DEFAULT_RATE_ONLY_PERMITS leases out).
+  std::uint32_t permits = 0;
+  std::uint32_t max_waiters = 0;  // queue bound; 0: SHMSEM_DEFAULT_MAX_WAITERS
+  std::uint32_t mode = 0;         // read/write bits within 0666; 0: 0600
+  // The most set_permits() may raise the capacity to; 0: `permits`.
+  std::uint32_t max_permits = 0;
+  // Rate limit: at most `rate` acquisitions (whatever their weight) per
+  // `per`, of which up to `burst` at once; `rate` 0: none, and then `per`
+  // and `burst` must stay 0 (EINVAL). `per` 0 means one second and
+  // `burst` 0 means 1, as in shmsem_config; a negative `per` is EINVAL, as
+  // is a rate outside the bounds shmsem.h states beside SHMSEM_MAX_BURST
+  // (an interval per / rate of 1 ns to one day, ...).
+  std::uint32_t rate = 0;
+  std::chrono::nanoseconds per{0};
+  std::uint32_t burst = 0;
+};
 
 // The error category of this header: positive errno values, messages from
 // shmsem_strerror(), conditions in std::generic_category() (see the banner).
@@ -159,6 +211,36 @@ namespace cxx_internal {
 
 [[noreturn]] inline void throw_error(int r, const char *what) {
   throw std::system_error(to_error_code(r), what);
+}
+
+// The integer types a count of permits may have (see the banner): not bool
+// (`acquire(done)` is a bug, not a weight of 1) and not the character types,
+// which std::in_range refuses too.
+template <class T>
+concept permit_count =
+    std::integral<T> && !std::same_as<T, bool> && !std::same_as<T, char> &&
+    !std::same_as<T, wchar_t> && !std::same_as<T, char8_t> && !std::same_as<T, char16_t> &&
+    !std::same_as<T, char32_t>;
+
+// A count as the C API takes it; std::nullopt outside std::uint32_t.
+template <permit_count N>
+[[nodiscard]] constexpr std::optional<std::uint32_t> to_u32(N n) noexcept {
+  if (!std::in_range<std::uint32_t>(n)) return std::nullopt;
+  return static_cast<std::uint32_t>(n);
+}
+
+// `o` as shmsem_config; -EINVAL for a negative period (no C form).
+[[nodiscard]] inline int to_config(const options &o, shmsem_config *cfg) noexcept {
+  *cfg = shmsem_config{};
+  if (o.per.count() < 0) return -EINVAL;
+  cfg->permits = o.permits;
+  cfg->max_waiters = o.max_waiters;
+  cfg->mode = o.mode;
+  cfg->max_permits = o.max_permits;
+  cfg->rate = o.rate;
+  cfg->burst = o.burst;
+  cfg->rate_period_ns = static_cast<std::uint64_t>(o.per.count());
+  return 0;
 }
 
 // `d` in nanoseconds, rounded up (a wait is never shorter than asked), and
@@ -236,10 +318,11 @@ template <class Rep, class Period>
 
 class semaphore;
 
-// One permit, owned: released when the lease is destroyed or assigned over.
-// Move-only; a moved-from lease is empty and its destructor does nothing,
-// so a permit is released once. An empty lease (default-constructed, moved
-// from, released or detached) converts to false.
+// One permit, or n of them taken as one (a weighted lease), owned: released
+// when the lease is destroyed or assigned over, all n at once. Move-only; a
+// moved-from lease is empty and its destructor does nothing, so a permit is
+// released once. An empty lease (default-constructed, moved from, released
+// or detached) converts to false and has weight() 0.
 //
 //   | member               | on the permit                | errors                  |
 //   |----------------------|------------------------------|-------------------------|
@@ -253,17 +336,24 @@ class semaphore;
 class lease {
  public:
   lease() noexcept = default;
-  // Adopts `token`, a permit of the semaphore open as `s` (a token from
+  // Adopts `token`, a lease of the semaphore open as `s` (a token from
   // detach(), or one passed between processes): this lease will release it.
-  explicit lease(shmsem_t *s, const shmsem_lease_t &token) noexcept : s_(s), token_(token) {}
+  // `weight` is what weight() reports: the token does not carry it (pass it
+  // along with the token), and the release returns whatever the token
+  // holds, whatever `weight` says.
+  explicit lease(shmsem_t *s, const shmsem_lease_t &token, std::uint32_t weight = 1) noexcept
+      : s_(s), token_(token), weight_(weight) {}
 
   lease(lease &&o) noexcept
-      : s_(std::exchange(o.s_, nullptr)), token_(std::exchange(o.token_, {})) {}
+      : s_(std::exchange(o.s_, nullptr)),
+        token_(std::exchange(o.token_, {})),
+        weight_(std::exchange(o.weight_, 0)) {}
   lease &operator=(lease &&o) noexcept {
     if (this != &o) {
       reset();
       s_ = std::exchange(o.s_, nullptr);
       token_ = std::exchange(o.token_, {});
+      weight_ = std::exchange(o.weight_, 0);
     }
     return *this;
   }
@@ -271,7 +361,8 @@ class lease {
   lease &operator=(const lease &) = delete;
   ~lease() { reset(); }
 
-  // Returns the permit now (to the oldest waiter if one is queued). Throws
+  // Returns the permit now, all `weight()` of them (to the oldest waiter if
+  // one is queued). Throws
   // std::system_error: EALREADY the permit was already released through
   // another copy of the token (or reclaimed), EINVAL a malformed token or an
   // empty lease, EBADF a read-only handle. Empty afterwards in every case.
@@ -285,14 +376,17 @@ class lease {
     shmsem_t *s = std::exchange(s_, nullptr);
     const int r = s ? shmsem_release(s, &token_) : -EINVAL;
     token_ = {};
+    weight_ = 0;
     ec = r < 0 ? to_error_code(r) : std::error_code();
   }
 
   // Gives up ownership without releasing: the permit stays held (until it
   // is released through the token, or this process exits) and the lease is
   // empty. Dropping the result leaks the permit for the process's lifetime.
+  // The weight is not in the token: read weight() first to pass it on.
   [[nodiscard]] shmsem_lease_t detach() noexcept {
     s_ = nullptr;
+    weight_ = 0;
     return std::exchange(token_, {});
   }
 
@@ -300,6 +394,9 @@ class lease {
   [[nodiscard]] const shmsem_lease_t &token() const noexcept { return token_; }
   // The handle the permit will be released through (nullptr when empty).
   [[nodiscard]] shmsem_t *native_handle() const noexcept { return s_; }
+  // The permits this lease holds: the n it was acquired with (1 for the
+  // acquires without a count), what its adopter said, 0 when empty.
+  [[nodiscard]] std::uint32_t weight() const noexcept { return weight_; }
   [[nodiscard]] explicit operator bool() const noexcept { return s_ != nullptr; }
 
  private:
@@ -310,6 +407,7 @@ class lease {
 
   shmsem_t *s_ = nullptr;
   shmsem_lease_t token_{};
+  std::uint32_t weight_ = 0;
 };
 
 // An open semaphore (one shmsem_t), detached by the destructor. Move-only;
@@ -320,6 +418,26 @@ class lease {
 // by signals; a pthread cancellation point). Errors besides the nullopt
 // cases in the banner's table: ESHUTDOWN closed, EBUSY the wait queue is
 // full, EBADF read-only handle, EXDEV another PID namespace, EINVAL empty.
+//
+// Each acquire has a weighted twin taking the count `n` first: n permits
+// as one lease (lease::weight() == n), granted all at once in FIFO order;
+// a waiter needing n at the head is not overtaken by later ones needing
+// fewer, and permits released meanwhile are kept for it (shmsem.h,
+// "Weighted leases"). `n` of 0, above max_permits or outside std::uint32_t
+// throws EINVAL (try_acquire(n) too: such an n never fits, it is not "no
+// permits now"); an n above the current capacity (after a shrink) waits
+// until set_permits() grows it back or the wait ends. Weighted acquires
+// always take the internal lock; n == 1 is the unweighted acquire.
+//
+//   | one permit                | n permits                    |
+//   |---------------------------|------------------------------|
+//   | acquire()                 | acquire(n)                   |
+//   | try_acquire()             | try_acquire(n)               |
+//   | acquire_for(rel)          | acquire_for(n, rel)          |
+//   | acquire_until(abs)        | acquire_until(n, abs)        |
+//   | acquire(stop)             | acquire(n, stop)             |
+//   | acquire_for(rel, stop)    | acquire_for(n, rel, stop)    |
+//   | acquire_until(abs, stop)  | acquire_until(n, abs, stop)  |
 class semaphore {
  public:
   semaphore() noexcept = default;
@@ -328,14 +446,28 @@ class semaphore {
 
   // shmsem_create: creates `name`, or opens it if it exists and `flags`
   // lacks SHMSEM_EXCL. Throws std::system_error (EEXIST, EPERM, EINVAL, ...).
-  [[nodiscard]] static semaphore create(const char *name, const shmsem_config &cfg,
+  [[nodiscard]] static semaphore create(const char *name, const options &opt, int flags = 0) {
+    shmsem_config cfg;
+    if (int r = cxx_internal::to_config(opt, &cfg))
+      cxx_internal::throw_error(r, "shmsem: create");
+    return create(name, cfg, flags);
+  }
+  [[nodiscard]] static semaphore create(const std::string &name, const options &opt,
                                         int flags = 0) {
+    return create(name.c_str(), opt, flags);
+  }
+  // The same from the C configuration. A template only so that a braced
+  // list, `create(name, {.permits = 8})`, means options and is not
+  // ambiguous (it cannot deduce `Config`); any shmsem_config object binds.
+  template <std::same_as<shmsem_config> Config>
+  [[nodiscard]] static semaphore create(const char *name, const Config &cfg, int flags = 0) {
     shmsem_t *s = nullptr;
     if (int r = shmsem_create(name, &cfg, flags, &s))
       cxx_internal::throw_error(r, "shmsem: create");
     return semaphore(s);
   }
-  [[nodiscard]] static semaphore create(const std::string &name, const shmsem_config &cfg,
+  template <std::same_as<shmsem_config> Config>
+  [[nodiscard]] static semaphore create(const std::string &name, const Config &cfg,
                                         int flags = 0) {
     return create(name.c_str(), cfg, flags);
   }
@@ -376,15 +508,29 @@ class semaphore {
     if (int r = shmsem_acquire(s_, &t)) cxx_internal::throw_error(r, "shmsem: acquire");
     return lease(s_, t);
   }
+  // Blocks until n permits are granted, as one lease.
+  template <cxx_internal::permit_count N>
+  [[nodiscard]] lease acquire(N n) {
+    const std::uint32_t w = weight(n, "shmsem: acquire");
+    shmsem_lease_t t;
+    if (int r = shmsem_acquire_n(s_, w, &t)) cxx_internal::throw_error(r, "shmsem: acquire");
+    return lease(s_, t, w);
+  }
 
   // A permit if one is free and nobody is queued, else std::nullopt. Never
   // sleeps for a permit (see shmsem_try_acquire on the internal lock).
-  [[nodiscard]] std::optional<lease> try_acquire() {
+  [[nodiscard]] std::optional<lease> try_acquire() { return try_acquire(1u); }
+  // n permits if n are free (with a token, on a rate-limited semaphore) and
+  // nobody is queued, else std::nullopt; an n that can never be granted
+  // (0, above max_permits) throws EINVAL.
+  template <cxx_internal::permit_count N>
+  [[nodiscard]] std::optional<lease> try_acquire(N n) {
+    const std::uint32_t w = weight(n, "shmsem: try_acquire");
     shmsem_lease_t t;
-    const int r = shmsem_try_acquire(s_, &t);
+    const int r = shmsem_try_acquire_n(s_, w, &t);
     if (r == -EAGAIN) return std::nullopt;
     if (r) cxx_internal::throw_error(r, "shmsem: try_acquire");
-    return lease(s_, t);
+    return lease(s_, t, w);
   }
 
   // Waits at most `rel` (rounded up to whole nanoseconds; a duration too
@@ -392,7 +538,13 @@ class semaphore {
   // on timeout. A grant racing the deadline wins.
   template <class Rep, class Period>
   [[nodiscard]] std::optional<lease> acquire_for(const std::chrono::duration<Rep, Period> &rel) {
-    return acquire_ex(cxx_internal::after(rel), std::stop_token(), "shmsem: acquire_for");
+    return acquire_ex(1, cxx_internal::after(rel), std::stop_token(), "shmsem: acquire_for");
+  }
+  template <cxx_internal::permit_count N, class Rep, class Period>
+  [[nodiscard]] std::optional<lease> acquire_for(N n,
+                                                 const std::chrono::duration<Rep, Period> &rel) {
+    const std::uint32_t w = weight(n, "shmsem: acquire_for");
+    return acquire_ex(w, cxx_internal::after(rel), std::stop_token(), "shmsem: acquire_for");
   }
 
   // Waits until `abs` on steady_clock, passed to the C API as the absolute
@@ -401,7 +553,13 @@ class semaphore {
   template <class Duration>
   [[nodiscard]] std::optional<lease> acquire_until(
       const std::chrono::time_point<std::chrono::steady_clock, Duration> &abs) {
-    return acquire_ex(cxx_internal::at(abs), std::stop_token(), "shmsem: acquire_until");
+    return acquire_ex(1, cxx_internal::at(abs), std::stop_token(), "shmsem: acquire_until");
+  }
+  template <cxx_internal::permit_count N, class Duration>
+  [[nodiscard]] std::optional<lease> acquire_until(
+      N n, const std::chrono::time_point<std::chrono::steady_clock, Duration> &abs) {
+    const std::uint32_t w = weight(n, "shmsem: acquire_until");
+    return acquire_ex(w, cxx_internal::at(abs), std::stop_token(), "shmsem: acquire_until");
   }
   // Another clock (system_clock, ...): turned into a duration once, at the
   // call, as std::condition_variable does; a later jump of that clock does
@@ -412,24 +570,72 @@ class semaphore {
       const std::chrono::time_point<Clock, Duration> &abs) {
     return acquire_for(abs - Clock::now());
   }
+  template <cxx_internal::permit_count N, class Clock, class Duration>
+    requires(std::chrono::is_clock_v<Clock> && !std::is_same_v<Clock, std::chrono::steady_clock>)
+  [[nodiscard]] std::optional<lease> acquire_until(
+      N n, const std::chrono::time_point<Clock, Duration> &abs) {
+    return acquire_for(n, abs - Clock::now());
+  }
 
   // Blocks until a permit is granted or a stop is requested through `stop`
   // (before the call, or during the wait): nullopt then. A grant that races
   // the stop wins.
   [[nodiscard]] std::optional<lease> acquire(const std::stop_token &stop) {
-    return acquire_ex(cxx_internal::deadline::never(), stop, "shmsem: acquire");
+    return acquire_ex(1, cxx_internal::deadline::never(), stop, "shmsem: acquire");
+  }
+  // The same for n permits. A stop requested before the call is nullopt
+  // before the C API sees `n` (only 0 and values beyond std::uint32_t are
+  // refused first).
+  template <cxx_internal::permit_count N>
+  [[nodiscard]] std::optional<lease> acquire(N n, const std::stop_token &stop) {
+    const std::uint32_t w = weight(n, "shmsem: acquire");
+    return acquire_ex(w, cxx_internal::deadline::never(), stop, "shmsem: acquire");
   }
   // Both: nullopt on a stop request or on the deadline.
   template <class Duration>
   [[nodiscard]] std::optional<lease> acquire_until(
       const std::chrono::time_point<std::chrono::steady_clock, Duration> &abs,
       const std::stop_token &stop) {
-    return acquire_ex(cxx_internal::at(abs), stop, "shmsem: acquire_until");
+    return acquire_ex(1, cxx_internal::at(abs), stop, "shmsem: acquire_until");
   }
   template <class Rep, class Period>
   [[nodiscard]] std::optional<lease> acquire_for(const std::chrono::duration<Rep, Period> &rel,
                                                  const std::stop_token &stop) {
-    return acquire_ex(cxx_internal::after(rel), stop, "shmsem: acquire_for");
+    return acquire_ex(1, cxx_internal::after(rel), stop, "shmsem: acquire_for");
+  }
+  template <cxx_internal::permit_count N, class Duration>
+  [[nodiscard]] std::optional<lease> acquire_until(
+      N n, const std::chrono::time_point<std::chrono::steady_clock, Duration> &abs,
+      const std::stop_token &stop) {
+    const std::uint32_t w = weight(n, "shmsem: acquire_until");
+    return acquire_ex(w, cxx_internal::at(abs), stop, "shmsem: acquire_until");
+  }
+  template <cxx_internal::permit_count N, class Rep, class Period>
+  [[nodiscard]] std::optional<lease> acquire_for(N n,
+                                                 const std::chrono::duration<Rep, Period> &rel,
+                                                 const std::stop_token &stop) {
+    const std::uint32_t w = weight(n, "shmsem: acquire_for");
+    return acquire_ex(w, cxx_internal::after(rel), stop, "shmsem: acquire_for");
+  }
+
+  // shmsem_set_permits: the capacity becomes `permits` (0 to max_permits)
+  // while the semaphore is in use. Growing hands the new permits to queued
+  // waiters in FIFO order; shrinking takes free permits at once and retires
+  // the rest as leases come back (stat().retiring), never revoking a held
+  // lease; 0 drains the semaphore until it grows again. Allowed after
+  // shutdown. Throws std::system_error: EINVAL above max_permits (or
+  // outside std::uint32_t), EBADF read-only handle, EXDEV, EINVAL empty.
+  template <cxx_internal::permit_count N>
+  void set_permits(N permits) {
+    std::error_code ec;
+    set_permits(permits, ec);
+    if (ec) throw std::system_error(ec, "shmsem: set_permits");
+  }
+  // As set_permits(), the error (or a cleared code) into `ec` instead.
+  template <cxx_internal::permit_count N>
+  void set_permits(N permits, std::error_code &ec) noexcept {
+    const std::optional<std::uint32_t> p = cxx_internal::to_u32(permits);
+    ec = to_error_code(p ? shmsem_set_permits(s_, *p) : -EINVAL);
   }
 
   // shmsem_shutdown: closes the semaphore for every process; returns the
@@ -446,7 +652,12 @@ class semaphore {
     if (r < 0) cxx_internal::throw_error(r, "shmsem: recover");
     return r;
   }
-  // shmsem_stat: a snapshot of the state and counters.
+  // shmsem_stat: a snapshot of the state and counters: `permits` is the
+  // capacity now (set_permits), `max_permits` its bound, `retiring` what a
+  // shrink still waits for, `held` counts a lease of n as n; with a rate,
+  // `rate` per `rate_period_ns` and `burst` as created (defaults filled in:
+  // burst 1, one second), `rate_tokens` and `rate_next_ns` (CLOCK_MONOTONIC,
+  // steady_clock's epoch) the bucket now.
   [[nodiscard]] struct shmsem_stat stat() const {
     struct shmsem_stat st{};
     if (int r = shmsem_stat(s_, &st)) cxx_internal::throw_error(r, "shmsem: stat");
@@ -462,27 +673,38 @@ class semaphore {
   [[nodiscard]] explicit operator bool() const noexcept { return s_ != nullptr; }
 
  private:
-  // shmsem_acquire_ex with an optional stop_token. The cancel handle is
+  // `n` as the C API's count, or EINVAL thrown: 0 here already (so that a
+  // stop requested before the call does not hide it), and anything outside
+  // std::uint32_t, which the C API would see truncated.
+  template <cxx_internal::permit_count N>
+  static std::uint32_t weight(N n, const char *what) {
+    const std::optional<std::uint32_t> w = cxx_internal::to_u32(n);
+    if (!w || *w == 0) cxx_internal::throw_error(-EINVAL, what);
+    return *w;
+  }
+
+  // shmsem_acquire_ex_n (n == 1: shmsem_acquire_ex's path, lock-free when
+  // uncontended) with an optional stop_token. The cancel handle is
   // declared before the stop_callback, so it outlives it: the callback's
   // destructor waits for a shmsem_cancel running on another thread, as
   // shmsem.h requires ("valid until ... any concurrent shmsem_cancel on it
   // [has] returned").
-  std::optional<lease> acquire_ex(const cxx_internal::deadline &d, const std::stop_token &stop,
-                                  const char *what) {
+  std::optional<lease> acquire_ex(std::uint32_t n, const cxx_internal::deadline &d,
+                                  const std::stop_token &stop, const char *what) {
     shmsem_lease_t t;
     int r;
     if (!stop.stop_possible()) {
-      r = shmsem_acquire_ex(s_, d.get(), nullptr, 0, &t);
+      r = shmsem_acquire_ex_n(s_, n, d.get(), nullptr, 0, &t);
     } else {
       if (stop.stop_requested()) return std::nullopt;
       shmsem_cancel_t cancel;
       shmsem_cancel_init(&cancel);
       const std::stop_callback on_stop(stop, [&cancel]() noexcept { shmsem_cancel(&cancel); });
-      r = shmsem_acquire_ex(s_, d.get(), &cancel, 0, &t);
+      r = shmsem_acquire_ex_n(s_, n, d.get(), &cancel, 0, &t);
     }
     if (r == -ETIMEDOUT || r == -ECANCELED) return std::nullopt;
     if (r) cxx_internal::throw_error(r, what);
-    return lease(s_, t);
+    return lease(s_, t, n);
   }
 
   shmsem_t *s_ = nullptr;

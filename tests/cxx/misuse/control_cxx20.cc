@@ -3,8 +3,11 @@
 // std: c++20
 // expect: ok
 #include <chrono>
+#include <cstddef>
+#include <cstdint>
 #include <optional>
 #include <stop_token>
+#include <string>
 #include <system_error>
 #include <utility>
 
@@ -30,7 +33,28 @@ int use() {
       sem.acquire_until(std::chrono::steady_clock::now() + 1s, src.get_token());
   shmsem_lease_t raw = moved.detach();
   shmsem::lease adopted(sem.native_handle(), raw);
-  const bool held = static_cast<bool>(adopted) && c && d && e && f && g && h;
+  // Weighted leases (any integer count but bool and characters), the
+  // capacity, and a rate-limited semaphore from shmsem::options.
+  auto api = shmsem::semaphore::create(
+      "/control-api", {.permits = 8, .max_permits = 16, .rate = 100, .per = 1s, .burst = 20});
+  shmsem::lease w = api.acquire(3);
+  const std::uint32_t weight = w.weight();
+  shmsem::lease w2(api.native_handle(), w.detach(), weight);
+  std::optional<shmsem::lease> i = api.try_acquire(std::size_t{2});
+  std::optional<shmsem::lease> j = api.acquire_for(2u, 10ms);
+  std::optional<shmsem::lease> k = api.acquire_until(2, std::chrono::steady_clock::now() + 1s);
+  std::optional<shmsem::lease> m = api.acquire_until(2, std::chrono::system_clock::now() + 1s);
+  std::optional<shmsem::lease> n = api.acquire(2, src.get_token());
+  std::optional<shmsem::lease> o = api.acquire_for(2, 1s, src.get_token());
+  std::optional<shmsem::lease> p =
+      api.acquire_until(2, std::chrono::steady_clock::now() + 1s, src.get_token());
+  api.set_permits(12);
+  api.set_permits(std::uint64_t{4}, ec);
+  shmsem_config raw_cfg{};
+  raw_cfg.permits = 1;
+  auto from_c = shmsem::semaphore::create(std::string("/control-c"), raw_cfg);
+  const bool held = static_cast<bool>(adopted) && c && d && e && f && g && h && w2 && i && j &&
+                    k && m && n && o && p && from_c;
   struct shmsem_stat st = sem.stat();
   sem.check();
   (void)sem.recover();

@@ -127,6 +127,11 @@ SHMSEM_API int shmsem_acquire_ex(shmsem_t *s, const struct timespec *deadline,
 // Weighted acquires: the same calls for n permits (waiter_start checks n).
 SHMSEM_API int shmsem_acquire_n(shmsem_t *s, uint32_t n,
                                 shmsem_lease_t *lease) {
+  // One permit: the lock-free path first, as shmsem_acquire.
+  if (n == 1 && s && lease && d::fast_acquire(s, lease) == 0) {
+    SHMSEM_HOOK(ACQUIRE_TAKEN);
+    return 0;
+  }
   if (foreign_pidns(s)) return -EXDEV;
   return d::acquire(s, n, nullptr, nullptr, 0, lease);
 }

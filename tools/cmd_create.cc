@@ -1,4 +1,5 @@
-// shmsem create NAME --permits N [--max-waiters M] [--mode 0660] [--exclusive]
+// shmsem create NAME --permits N [--max-permits M] [--rate R/UNIT]
+//   [--burst B] [--max-waiters W] [--mode 0660] [--exclusive]
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,6 +10,7 @@
 #include "commands.h"
 #include "common.h"
 #include "exit_codes.h"
+#include "snapshot.h"
 
 namespace shmsem::cli {
 namespace {
@@ -16,6 +18,11 @@ namespace {
 struct CreateOptions {
   std::string name;
   uint32_t permits = 0;
+  bool permits_given = false;
+  uint32_t max_permits = 0;
+  std::string rate;
+  bool rate_given = false;
+  uint32_t burst = 0;
   uint32_t max_waiters = 0;
   std::string mode;
   bool exclusive = false;
@@ -33,10 +40,60 @@ long parse_mode(std::string text) {
   return v;
 }
 
+// A mistake on the command line the parser cannot see (options that do not
+// fit together): said as CLI11 says its own, exit status 2.
+int create_usage(const CreateOptions &o, const std::string &what) {
+  fprintf(stderr,
+          "shmsem: create %s: %s\nRun 'shmsem create --help' for more "
+          "information.\n",
+          printable(o.name).c_str(), printable(what).c_str());
+  return kExitUsage;
+}
+
+// The options the existing semaphore `name` was created with, as create
+// takes them ("--permits 3 --max-waiters 16"), and its capacity if it has
+// changed since; "" if it cannot be read.
+std::string existing_settings(const std::string &name) {
+  Snapshot snap;
+  if (take_snapshot(name, &snap) != 0) return "";
+  const struct shmsem_stat &st = snap.st;
+  std::string out;
+  uint32_t default_max = snap.created_permits ? snap.created_permits
+                                              : SHMSEM_DEFAULT_RATE_ONLY_PERMITS;
+  if (snap.created_permits) out += " --permits " + std::to_string(snap.created_permits);
+  if (st.max_permits != default_max)
+    out += " --max-permits " + std::to_string(st.max_permits);
+  if (st.rate)
+    out += " --rate " + format_rate(st.rate, st.rate_period_ns) + " --burst " +
+           std::to_string(st.burst);
+  out += " --max-waiters " + std::to_string(st.max_waiters);
+  uint32_t created_capacity = snap.created_permits ? snap.created_permits
+                                                   : st.max_permits;
+  if (st.permits != created_capacity)
+    out += " (capacity now " + std::to_string(st.permits) + ")";
+  return out.substr(1);
+}
+
 int run_create(const CreateOptions &o) {
   struct shmsem_config cfg = {};
   cfg.permits = o.permits;
   cfg.max_waiters = o.max_waiters;
+  cfg.max_permits = o.max_permits;
+  if (o.rate_given) {
+    std::string why = parse_rate(o.rate, &cfg.rate, &cfg.rate_period_ns);
+    if (!why.empty()) return create_usage(o, why);
+    cfg.burst = o.burst;
+  }
+  if (!o.permits_given && !o.rate_given)
+    return create_usage(o, "--permits is required (or --rate, for a "
+                           "semaphore limited by its rate alone)");
+  if (o.permits_given && o.permits == 0 && !o.rate_given)
+    return create_usage(o, "--permits 0 needs --rate: a semaphore with "
+                           "neither limit would limit nothing");
+  if (o.max_permits && o.max_permits < o.permits)
+    return create_usage(o, "--max-permits " + std::to_string(o.max_permits) +
+                               " is below --permits " +
+                               std::to_string(o.permits));
   if (!o.mode.empty()) {
     long m = parse_mode(o.mode);
     if (m < 0) {
@@ -62,16 +119,13 @@ int run_create(const CreateOptions &o) {
   }
   if (e == -EEXIST && !o.exclusive) {
     // Not exclusive, so it exists with other settings: say which.
-    Handle other;
-    struct shmsem_stat st;
-    if (shmsem_open(o.name.c_str(), SHMSEM_RDONLY, &other.s) == 0 &&
-        shmsem_stat(other.s, &st) == 0) {
+    std::string was = existing_settings(o.name);
+    if (!was.empty()) {
       fprintf(stderr,
-              "shmsem: create %s: semaphore already exists with "
-              "--permits %u --max-waiters %u; remove it first with "
-              "'shmsem rm %s' to change them\n",
-              printable(o.name).c_str(), st.permits, st.max_waiters,
-              printable(o.name).c_str());
+              "shmsem: create %s: semaphore already exists with %s; remove "
+              "it first with 'shmsem rm %s' to change them (the capacity "
+              "alone changes with 'shmsem set')\n",
+              printable(o.name).c_str(), was.c_str(), printable(o.name).c_str());
       return kExitExists;
     }
   }
@@ -90,13 +144,32 @@ Subcommand add_create(CLI::App &parent) {
       "create",
       "Create a semaphore (or open it if it exists with the same settings)");
   add_name_option(sub, &o->name);
-  sub->add_option("-n,--permits", o->permits, "Number of permits (1-1048576)")
-      ->required()
-      ->option_text("N")
+  CLI::Option *permits =
+      sub->add_option("-n,--permits", o->permits,
+                      "Concurrency limit: permits out at once (0-1048576; "
+                      "0 or left out with --rate: rate limit only)")
+          ->option_text("N")
+          ->check(CLI::Range(0u, uint32_t(SHMSEM_MAX_PERMITS)));
+  sub->add_option("--max-permits", o->max_permits,
+                  "Capacity 'shmsem set' may grow it to later (default: "
+                  "--permits; 1024 with --rate alone)")
+      ->option_text("M")
       ->check(CLI::Range(1u, uint32_t(SHMSEM_MAX_PERMITS)));
+  CLI::Option *rate =
+      sub->add_option("-r,--rate", o->rate,
+                      "Rate limit: at most COUNT acquires per UNIT (ms, s, "
+                      "min, h), e.g. 100/s, 5/min, 1/h, 3/10s; a plain "
+                      "number is per second")
+          ->option_text("COUNT/UNIT");
+  sub->add_option("-b,--burst", o->burst,
+                  "Acquires the rate allows at once after a quiet spell "
+                  "(default 1)")
+      ->option_text("B")
+      ->check(CLI::Range(1u, uint32_t(SHMSEM_MAX_BURST)))
+      ->needs(rate);
   sub->add_option("-w,--max-waiters", o->max_waiters,
                   "Wait-queue bound (default 1024)")
-      ->option_text("M")
+      ->option_text("W")
       ->check(CLI::Range(1u, uint32_t(SHMSEM_MAX_WAITERS)));
   sub->add_option("-m,--mode", o->mode,
                   "Read/write bits of /dev/shm/NAME in octal, within 0666 "
@@ -106,8 +179,22 @@ Subcommand add_create(CLI::App &parent) {
                 "Also use an existing semaphore another user owns");
   sub->add_flag("-x,--exclusive", o->exclusive,
                 "Fail (exit 4) if it already exists");
-  return {sub, [o] { return run_create(*o); },
-          "shmsem create NAME --permits N [--max-waiters M] [--mode MODE] [--exclusive] [--any-owner]"};
+  sub->footer(
+      "With --rate, each acquire also takes a token, in the same FIFO order "
+      "(one token per acquire,\nwhatever its --weight): at most COUNT per "
+      "UNIT, up to --burst at once. With both limits an acquire\nwaits for "
+      "a permit and a token. An existing semaphore is used only if it was "
+      "created with the same\n--permits, --max-permits, --rate and --burst "
+      "(and --max-waiters, if given).");
+  return {sub,
+          [o, permits, rate] {
+            o->permits_given = permits->count() > 0;
+            o->rate_given = rate->count() > 0;
+            return run_create(*o);
+          },
+          "shmsem create NAME --permits N [--max-permits M] [--rate COUNT/UNIT "
+          "[--burst B]] [--max-waiters W] [--mode MODE] [--exclusive] "
+          "[--any-owner]"};
 }
 
 }  // namespace shmsem::cli

@@ -1,5 +1,7 @@
-// shmsem run NAME [--timeout D] [--] COMMAND [ARGS...]: hold one permit
-// while COMMAND runs.
+// shmsem run NAME [--weight K] [--timeout D] [--] COMMAND [ARGS...]: hold
+// one permit (K permits as one lease) while COMMAND runs. On a semaphore
+// with a rate limit each run also takes a token, so a shell loop of runs is
+// rate-limited.
 //
 // Signals. SIGINT, SIGTERM, SIGHUP and SIGQUIT (those not inherited as
 // ignored) are blocked in every thread and taken by one signal thread with
@@ -58,6 +60,8 @@ struct RunOptions {
   std::string name;
   std::string timeout;
   bool timeout_given = false;
+  std::string weight;
+  bool weight_given = false;  // else 1
   std::vector<std::string> command;
 };
 
@@ -188,6 +192,17 @@ std::string take_late_options(RunOptions *o) {
     } else if (arg.rfind("-t", 0) == 0) {
       o->timeout = arg.substr(2);
       o->timeout_given = true;
+    } else if (arg == "-w" || arg == "--weight") {
+      if (cmd.empty()) return "option " + arg + " needs a number of permits";
+      o->weight = cmd[0];
+      o->weight_given = true;
+      cmd.erase(cmd.begin());
+    } else if (arg.rfind("--weight=", 0) == 0) {
+      o->weight = arg.substr(9);
+      o->weight_given = true;
+    } else if (arg.rfind("-w", 0) == 0) {
+      o->weight = arg.substr(2);
+      o->weight_given = true;
     } else {
       return "unknown option '" + arg +
              "' (put '--' before a command whose name starts with '-')";
@@ -197,12 +212,38 @@ std::string take_late_options(RunOptions *o) {
   return "";
 }
 
+// --weight: 1 to SHMSEM_MAX_PERMITS, digits only. "" or the problem.
+std::string parse_weight(const std::string &text, uint32_t *k) {
+  uint64_t v = 0;
+  for (char c : text) {
+    if (c < '0' || c > '9' || v > SHMSEM_MAX_PERMITS) {
+      v = 0;
+      break;
+    }
+    v = v * 10 + unsigned(c - '0');
+  }
+  if (v < 1 || v > SHMSEM_MAX_PERMITS)
+    return "invalid weight '" + text + "': give a number of permits, 1 to " +
+           std::to_string(SHMSEM_MAX_PERMITS);
+  *k = uint32_t(v);
+  return "";
+}
+
 int run_run(RunOptions &o) {
   std::string problem = take_late_options(&o);
   if (!problem.empty()) {
     fprintf(stderr, "shmsem: run %s: %s\nRun 'shmsem run --help' for more information.\n",
             printable(o.name).c_str(), printable(problem).c_str());
     return kExitRunFailed;
+  }
+  uint32_t weight = 1;
+  if (o.weight_given) {
+    std::string why = parse_weight(o.weight, &weight);
+    if (!why.empty()) {
+      fprintf(stderr, "shmsem: run %s: %s\n", printable(o.name).c_str(),
+              printable(why).c_str());
+      return kExitRunFailed;
+    }
   }
   uint64_t timeout_ns = 0;
   bool has_timeout = o.timeout_given;
@@ -251,8 +292,8 @@ int run_run(RunOptions &o) {
     deadline.tv_nsec = long(at % 1'000'000'000ull);
   }
   shmsem_lease_t lease;
-  e = shmsem_acquire_ex(h.s, has_timeout ? &deadline : nullptr, &st->cancel, 0,
-                        &lease);
+  e = shmsem_acquire_ex_n(h.s, weight, has_timeout ? &deadline : nullptr,
+                          &st->cancel, 0, &lease);
   if (e == -ECANCELED) {  // a signal while queued: we hold nothing
     int sig;
     {
@@ -263,13 +304,32 @@ int run_run(RunOptions &o) {
     h.s = nullptr;
     die_of_signal(sig);
   }
+  struct shmsem_stat now_st;
+  bool have_st = (e == -ETIMEDOUT || e == -EINVAL) && weight > 1 &&
+                 shmsem_stat(h.s, &now_st) == 0;
   if (e == -ETIMEDOUT) {
     std::string when = timeout_ns ? "within " + format_duration(timeout_ns)
                                   : std::string("free right now");
-    fprintf(stderr, "shmsem: run %s: no permit %s; '%s' was not run\n",
-            printable(o.name).c_str(), when.c_str(),
-            printable(o.command[0]).c_str());
+    // After a shrink, a weight above the capacity waits for it to grow.
+    std::string why = have_st && weight > now_st.permits
+                          ? " (the capacity is " +
+                                std::to_string(now_st.permits) + " now)"
+                          : "";
+    std::string what = weight == 1 ? std::string("permit")
+                                   : std::to_string(weight) + " permits";
+    fprintf(stderr, "shmsem: run %s: no %s %s%s; '%s' was not run\n",
+            printable(o.name).c_str(), what.c_str(), when.c_str(),
+            why.c_str(), printable(o.command[0]).c_str());
     return kExitRunTimedOut;
+  }
+  if (e == -EINVAL && have_st && weight > now_st.max_permits) {
+    fprintf(stderr,
+            "shmsem: run %s: --weight %u is more than the %u permits it can "
+            "ever have (its --max-permits): it would never be granted; '%s' "
+            "was not run\n",
+            printable(o.name).c_str(), weight, now_st.max_permits,
+            printable(o.command[0]).c_str());
+    return kExitRunFailed;
   }
   if (e) {
     report_error("run", o.name, e);
@@ -355,11 +415,17 @@ int run_run(RunOptions &o) {
 Subcommand add_run(CLI::App &parent) {
   auto o = std::make_shared<RunOptions>();
   CLI::App *sub = parent.add_subcommand(
-      "run", "Run a command while holding one permit, then release it");
+      "run",
+      "Run a command while holding a permit (or --weight K of them), then "
+      "release it");
   CLI::Option *timeout = sub->add_option("-t,--timeout", o->timeout,
                   "Give up after this long without a permit (exit 124); "
                   "e.g. 500ms, 5s, 2m; 0 means try once")
       ->option_text("DURATION");
+  CLI::Option *weight = sub->add_option("-w,--weight", o->weight,
+                  "Hold K permits as one lease (default 1), granted all at "
+                  "once in FIFO order")
+      ->option_text("K");
   add_name_option(sub, &o->name);
   sub->add_option("COMMAND", o->command, "The command and its arguments")
       ->required()
@@ -374,13 +440,17 @@ Subcommand add_run(CLI::App &parent) {
       "signal after releasing; 124 no permit before --timeout; 125 shmsem "
       "failed; 126 COMMAND not\nexecutable; 127 COMMAND not found. If "
       "shmsem itself is killed, its permit is reclaimed and\nCOMMAND gets "
-      "SIGTERM.");
+      "SIGTERM.\nOn a semaphore created with --rate, each run also waits for "
+      "a token (one per run, whatever\nits --weight): a loop of 'shmsem "
+      "run' is a rate limiter.");
   return {sub,
-          [o, timeout] {
+          [o, timeout, weight] {
             o->timeout_given = timeout->count() > 0;
+            o->weight_given = weight->count() > 0;
             return run_run(*o);
           },
-          "shmsem run NAME [--timeout DURATION] [--] COMMAND [ARGS...]"};
+          "shmsem run NAME [--weight K] [--timeout DURATION] [--] COMMAND "
+          "[ARGS...]"};
 }
 
 }  // namespace shmsem::cli

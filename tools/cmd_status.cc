@@ -50,6 +50,39 @@ std::string format_time(uint64_t unix_ns, bool utc_iso) {
 
 std::string or_dash(const std::string &s) { return s.empty() ? "-" : s; }
 
+// How long after the snapshot the rate limit's next token is there; 0 if
+// one is there now.
+uint64_t next_token_in(const Snapshot &s) {
+  return s.st.rate_tokens == 0 && s.st.rate_next_ns > s.stat_mono_ns
+             ? s.st.rate_next_ns - s.stat_mono_ns
+             : 0;
+}
+
+// "4 permits (shrinking: 2 still held above it), max 8, up to 1024 waiters"
+std::string capacity_text(const Snapshot &s) {
+  const struct shmsem_stat &st = s.st;
+  std::string out =
+      std::to_string(st.permits) + (st.permits == 1 ? " permit" : " permits");
+  if (st.retiring)
+    out += " (shrinking: " + std::to_string(st.retiring) +
+           " still held above it)";
+  else if (s.created_permits == 0 && st.permits == st.max_permits)
+    out += " (rate only: no other concurrency limit)";
+  if (st.max_permits != st.permits)
+    out += ", max " + std::to_string(st.max_permits);
+  return out + ", up to " + std::to_string(st.max_waiters) + " waiters";
+}
+
+// "100/s, burst 20, tokens 7, next token now" (or "in 12ms")
+std::string rate_text(const Snapshot &s) {
+  const struct shmsem_stat &st = s.st;
+  uint64_t in = next_token_in(s);
+  return format_rate(st.rate, st.rate_period_ns) + ", burst " +
+         std::to_string(st.burst) + ", tokens " +
+         std::to_string(st.rate_tokens) + ", next token " +
+         (in ? "in " + format_duration(in) : std::string("now"));
+}
+
 Json process_json(const ProcessInfo &p) {
   Json j;
   j["pid"] = p.pid;
@@ -67,11 +100,24 @@ Json to_json(const Snapshot &s) {
   j["name"] = s.name;
   j["state"] = st.closed ? "closed" : "open";
   j["capacity"] = st.permits;
+  j["max_permits"] = st.max_permits;
+  j["created_permits"] = s.created_permits;
+  j["retiring"] = st.retiring;
   j["max_waiters"] = st.max_waiters;
   j["available"] = st.available;
   j["held"] = st.held;
   j["reserved"] = st.reserved;
   j["waiting"] = st.waiting;
+  if (st.rate) {
+    j["rate"] = {{"limit", format_rate(st.rate, st.rate_period_ns)},
+                 {"count", st.rate},
+                 {"period_ns", st.rate_period_ns},
+                 {"burst", st.burst},
+                 {"tokens", st.rate_tokens},
+                 {"next_token_in_ns", next_token_in(s)}};
+  } else {
+    j["rate"] = nullptr;
+  }
   j["file"] = {{"path", "/dev/shm" + s.name},
                {"mode", octal_mode(s.mode)},
                {"uid", s.uid},
@@ -86,6 +132,7 @@ Json to_json(const Snapshot &s) {
     e["index"] = h.index;
     e["gen"] = h.gen;
     e["state"] = h.reserved ? "reserved" : "held";
+    e["weight"] = h.weight;
     e.update(process_json(h.owner));
     e["held_ns"] = h.held_ns;
     j["holders"].push_back(e);
@@ -96,6 +143,8 @@ Json to_json(const Snapshot &s) {
     e["position"] = w.position;
     e["ticket"] = w.ticket;
     e["slot"] = w.slot;
+    e["weight"] = w.weight;
+    e["reserved"] = w.reserved;
     e.update(process_json(w.owner));
     e["waiting_ns"] = w.waiting_ns;
     j["waiters"].push_back(e);
@@ -123,8 +172,7 @@ void render_text(const Snapshot &s, FILE *f) {
       {"semaphore", s.name},
       {"state", st.closed ? "closed (shut down: new acquires fail)"
                           : "open"},
-      {"capacity", std::to_string(st.permits) + " permits, up to " +
-                       std::to_string(st.max_waiters) + " waiters"},
+      {"capacity", capacity_text(s)},
       {"available", std::to_string(st.available)},
       {"held", std::to_string(st.held)},
       {"reserved", std::to_string(st.reserved)},
@@ -133,19 +181,26 @@ void render_text(const Snapshot &s, FILE *f) {
                    ", owner " + owner},
       {"created", format_time(s.created_unix_ns, false)},
   };
+  if (st.rate) kv.insert(kv.begin() + 3, {"rate", rate_text(s)});
   for (const auto &row : kv)
     fprintf(f, "%-10s %s\n", row[0].c_str(), printable(row[1]).c_str());
 
-  fprintf(f, "\nHolders: %zu\n", s.holders.size());
+  uint64_t permits = 0;
+  for (const Holder &h : s.holders) permits += h.weight;
+  fprintf(f, "\nHolders: %zu", s.holders.size());
+  if (permits != s.holders.size())
+    fprintf(f, " (%llu permits)", (unsigned long long)permits);
+  fprintf(f, "\n");
   if (!s.holders.empty()) {
     std::vector<std::vector<std::string>> rows;
     for (const Holder &h : s.holders)
       rows.push_back({std::to_string(h.index) + ":" + std::to_string(h.gen),
                       h.reserved ? "reserved" : "held",
-                      std::to_string(h.owner.pid), or_dash(h.owner.comm),
+                      std::to_string(h.weight), std::to_string(h.owner.pid),
+                      or_dash(h.owner.comm),
                       h.owner.liveness,
                       format_duration(h.held_ns), or_dash(h.owner.cmdline)});
-    print_table(f, {"LEASE", "STATE", "PID", "COMMAND", "ALIVE", "HELD FOR", "ARGS"},
+    print_table(f, {"LEASE", "STATE", "WEIGHT", "PID", "COMMAND", "ALIVE", "HELD FOR", "ARGS"},
                 rows);
   }
 
@@ -156,10 +211,11 @@ void render_text(const Snapshot &s, FILE *f) {
     std::vector<std::vector<std::string>> rows;
     for (const Waiter &w : s.waiters)
       rows.push_back({std::to_string(w.position), std::to_string(w.ticket),
+                      std::to_string(w.weight), std::to_string(w.reserved),
                       std::to_string(w.owner.pid), or_dash(w.owner.comm),
                       w.owner.liveness,
                       format_duration(w.waiting_ns), or_dash(w.owner.cmdline)});
-    print_table(f, {"POS", "TICKET", "PID", "COMMAND", "ALIVE", "WAITING FOR", "ARGS"},
+    print_table(f, {"POS", "TICKET", "WEIGHT", "RESERVED", "PID", "COMMAND", "ALIVE", "WAITING FOR", "ARGS"},
                 rows);
   }
 
@@ -216,7 +272,12 @@ Subcommand add_status(CLI::App &parent) {
   sub->footer(
       "Opens the semaphore read-only: read permission on /dev/shm/NAME is "
       "enough and nothing is written.\nThe figures are read without the "
-      "lock, so on a busy semaphore they may be a moment apart.");
+      "lock, so on a busy semaphore they may be a moment apart.\n"
+      "A lease of several permits (run --weight) is one holder row with its "
+      "WEIGHT; a waiter's RESERVED\ncounts the permits set aside for it "
+      "while it gathers its WEIGHT at the head of the queue.\n"
+      "After a shrink (shmsem set), 'capacity' shows how many permits are "
+      "still held above it.");
   return {sub, [o] { return run_status(*o); },
           "shmsem status NAME [--json]"};
 }

@@ -17,6 +17,7 @@ struct Subcommand {
 };
 
 Subcommand add_create(CLI::App &parent);
+Subcommand add_set(CLI::App &parent);
 Subcommand add_status(CLI::App &parent);
 Subcommand add_list(CLI::App &parent);
 Subcommand add_run(CLI::App &parent);

@@ -159,6 +159,92 @@ std::string format_duration(uint64_t ns) {
 
 namespace {
 
+// The units of a rate's period. "m" is not one: in a rate it reads as
+// milli as easily as minutes.
+struct RateUnit {
+  const char *name;
+  uint64_t ns;
+};
+constexpr RateUnit kRateUnits[] = {
+    {"h", 3'600'000'000'000ull},
+    {"min", 60'000'000'000ull},
+    {"s", 1'000'000'000ull},
+    {"ms", 1'000'000ull},
+};
+// shmsem_create(3): the interval between two acquisitions (period / count)
+// is at most a day.
+constexpr uint64_t kMaxRateIntervalNs = 86'400'000'000'000ull;
+
+}  // namespace
+
+std::string parse_rate(const std::string &text, uint32_t *count,
+                       uint64_t *period_ns) {
+  const std::string quoted = "'" + text + "'";
+  std::string bad = "invalid rate " + quoted +
+                    ": give COUNT/UNIT with UNIT ms, s, min or h, as in "
+                    "100/s, 5/min, 1/h or 3/10s (a plain number is per "
+                    "second)";
+  // Digits only, below `limit`; false if none or too many.
+  auto number = [&text](size_t *i, uint64_t limit, uint64_t *out) {
+    uint64_t v = 0;
+    size_t start = *i;
+    while (*i < text.size() && text[*i] >= '0' && text[*i] <= '9') {
+      v = v * 10 + unsigned(text[*i] - '0');
+      if (v > limit) return false;
+      ++*i;
+    }
+    *out = v;
+    return *i > start;
+  };
+  size_t i = 0;
+  uint64_t n = 0;
+  if (!number(&i, UINT32_MAX, &n)) return bad;
+  uint64_t period = 1'000'000'000ull;  // plain number: per second
+  if (i < text.size()) {
+    if (text[i] != '/') return bad;
+    i++;
+    uint64_t k = 1;
+    if (i < text.size() && text[i] >= '0' && text[i] <= '9' &&
+        (!number(&i, 1'000'000, &k) || k == 0))
+      return bad;
+    std::string unit = text.substr(i);
+    const RateUnit *u = nullptr;
+    for (const RateUnit &r : kRateUnits)
+      if (unit == r.name) u = &r;
+    if (!u) {
+      if (unit == "m")
+        return "invalid rate " + quoted +
+               ": write 'min' for minutes or 'ms' for milliseconds";
+      return bad;
+    }
+    period = k * u->ns;  // at most 10^6 h: fits
+  }
+  if (n == 0)
+    return "invalid rate " + quoted + ": the count must be at least 1";
+  uint64_t interval = period / n;
+  if (interval < 1)
+    return "rate " + quoted +
+           " is too fast: at most one acquisition per nanosecond";
+  if (interval > kMaxRateIntervalNs)
+    return "rate " + quoted +
+           " is too slow: at least one acquisition a day";
+  *count = uint32_t(n);
+  *period_ns = period;
+  return "";
+}
+
+std::string format_rate(uint32_t count, uint64_t period_ns) {
+  std::string out = std::to_string(count) + "/";
+  for (const RateUnit &u : kRateUnits) {
+    if (period_ns == 0 || period_ns % u.ns) continue;
+    uint64_t k = period_ns / u.ns;
+    return out + (k == 1 ? "" : std::to_string(k)) + u.name;
+  }
+  return out + std::to_string(period_ns) + "ns";
+}
+
+namespace {
+
 // What to do about an error, in the user's terms; "" if nothing useful.
 std::string hint_for(int err, const std::string &name) {
   switch (-err) {

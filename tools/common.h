@@ -35,6 +35,19 @@ std::string parse_duration(const std::string &text, uint64_t *ns);
 // 950ns, 12µs, 3.4ms, 1.25s, 2m05s, 3h07m: short and human.
 std::string format_duration(uint64_t ns);
 
+// Parse a rate limit: COUNT[/[K]UNIT], at most COUNT acquisitions per K
+// units (K defaults to 1), UNIT one of ms, s, min, h; a plain COUNT is per
+// second ("100/s", "5/min", "1/h", "250/ms", "3/10s", "20"). Checks what
+// shmsem_create(3) checks: COUNT >= 1 and an interval (period / COUNT) of
+// 1 ns to one day. Returns "" and sets *count and *period_ns, or returns
+// what is wrong with `text`.
+std::string parse_rate(const std::string &text, uint32_t *count,
+                       uint64_t *period_ns);
+
+// A rate as parse_rate() reads it: "100/s", "5/min", "3/10s"; a period
+// that is no whole number of ms, s, min or h prints in ns ("7/1500ns").
+std::string format_rate(uint32_t count, uint64_t period_ns);
+
 // Print "shmsem: <verb> <name>: <library message>[; <hint>]" to stderr.
 // `err` is a negative errno from the library; the hint says what to do.
 void report_error(const char *verb, const std::string &name, int err);

@@ -6,7 +6,8 @@
 // |-------|----------------------------------------------------------------|
 // | 0     | success                                                        |
 // | 1     | the operation failed (permission, closed, system error, ...)   |
-// | 2     | bad command line: unknown option, invalid name or duration     |
+// | 2     | bad command line: unknown option, invalid name, duration or    |
+// |       | rate, options that do not fit, `set` above --max-permits       |
 // | 3     | no such semaphore                                              |
 // | 4     | the semaphore exists (create --exclusive, or other settings)   |
 //

@@ -87,6 +87,8 @@ int main_impl(int argc, char **argv) {
   app.footer(
       "Names look like /pool (a file in /dev/shm). Durations: 500ms, 5s, 2m, "
       "1h or plain seconds.\n"
+      "Rates (create --rate): 100/s, 5/min, 1/h, 250/ms, 3/10s or a plain "
+      "number per second.\n"
       "Exit status: 0 ok, 1 failed, 2 bad usage, 3 no such semaphore, 4 "
       "already exists;\n"
       "`run` exits with the command's status (124 timed out, 125 shmsem "
@@ -94,8 +96,8 @@ int main_impl(int argc, char **argv) {
       "See shmsem(1) and shmsem(7).");
 
   std::vector<Subcommand> subs = {
-      add_create(app),  add_status(app),   add_list(app), add_run(app),
-      add_recover(app), add_shutdown(app), add_rm(app),
+      add_create(app),  add_set(app),      add_status(app), add_list(app),
+      add_run(app),     add_recover(app),  add_shutdown(app), add_rm(app),
   };
   for (const Subcommand &s : subs) fmt->usages.emplace_back(s.app, s.usage);
 

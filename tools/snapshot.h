@@ -25,11 +25,14 @@ struct ProcessInfo {
   std::string cmdline;     // /proc/<pid>/cmdline, space-joined, truncated
 };
 
-// A lease record that is not free: a permit someone holds, or one handed to a
-// queued waiter that has not yet returned from its acquire.
+// A lease: the permits someone holds under one token, or those granted to a
+// waiter that has not yet returned from its acquire. A weighted lease of n
+// permits is n lease records (the one its token names, and the others
+// linked from it: LeaseRecord::link) and shows once, with weight n.
 struct Holder {
-  uint32_t index = 0;
+  uint32_t index = 0;  // the record the token names
   uint64_t gen = 0;
+  uint32_t weight = 1;    // permits under this token
   bool reserved = false;  // RESERVED (granted, waiter not yet returned)
   ProcessInfo owner;
   uint64_t held_ns = 0;  // since the grant (CLOCK_MONOTONIC_COARSE)
@@ -40,6 +43,8 @@ struct Waiter {
   uint32_t position = 0;  // 1 = next to be granted
   uint32_t slot = 0;
   uint64_t ticket = 0;
+  uint32_t weight = 1;    // permits it asks for (WaiterSlot::weight)
+  uint32_t reserved = 0;  // of those, reserved for it so far (the head's)
   ProcessInfo owner;
   uint64_t waiting_ns = 0;  // since it queued (CLOCK_MONOTONIC)
 };
@@ -52,10 +57,16 @@ struct Snapshot {
   gid_t gid = 0;
   std::string user, group;  // "" if the ids have no names
   uint64_t created_unix_ns = 0;  // CLOCK_REALTIME at creation
-  // State (shmsem_stat).
+  // The --permits it was created with (Header::created_permits; 0: no
+  // concurrency limit, rate only); shmsem_create(3) compares it, while the
+  // capacity (st.permits) may have changed since.
+  uint32_t created_permits = 0;
+  // State (shmsem_stat). st.rate_next_ns is on CLOCK_MONOTONIC; stat_mono_ns
+  // is that clock when st was taken.
   struct shmsem_stat st = {};
+  uint64_t stat_mono_ns = 0;
   uint64_t wait_p50_ns = 0, wait_p90_ns = 0, wait_p99_ns = 0;
-  std::vector<Holder> holders;  // by lease index
+  std::vector<Holder> holders;  // by lease index, one per lease
   std::vector<Waiter> waiters;  // queue order
   // The mapping is read without the lock, so a snapshot of a busy semaphore
   // can be torn. True when the queue links disagreed with the slot states

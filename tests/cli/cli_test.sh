@@ -8,7 +8,7 @@ HelpAndVersion() {
 	local sub
 	expect_rc 0 "$SHMSEM" --help
 	expect_out "Usage: shmsem"
-	for sub in create status list run recover shutdown rm; do
+	for sub in create set status list run recover shutdown rm; do
 		expect_rc 0 "$SHMSEM" "$sub" --help
 		expect_out "Usage: shmsem $sub"
 	done
@@ -85,8 +85,9 @@ StatusTextShowsStateHoldersAndCounters() {
 	expect_out "waiting    0"
 	expect_out "mode 0660"
 	expect_out "Holders: 1"
-	expect_out "LEASE  STATE  PID"
-	grep -Eq "^  [0-9]+:[0-9]+ +held +$BG +shmsem +alive +[0-9.]+(ns|µs|ms|s) +.*run $n -- sleep 600\$" "$TMP/out" ||
+	expect_out "LEASE  STATE  WEIGHT  PID"
+	! grep -q "^rate" "$TMP/out" || fail "a rate line for a semaphore without a rate"
+	grep -Eq "^  [0-9]+:[0-9]+ +held +1 +$BG +shmsem +alive +[0-9.]+(ns|µs|ms|s) +.*run $n -- sleep 600\$" "$TMP/out" ||
 		fail "no holder row for PID $BG"
 	expect_out "Waiters (queue order): 0"
 	expect_out "acquisitions       1"
@@ -100,12 +101,13 @@ StatusJsonHasStableFields() {
 	bg "$SHMSEM" run "$n" -- sleep 600
 	wait_for 5 "d['held'] == 1" "$n"
 	expect_rc 0 "$SHMSEM" status --json "$n"
-	expect_json "list(d.keys())" "['version', 'name', 'state', 'capacity', 'max_waiters', 'available', 'held', 'reserved', 'waiting', 'file', 'created', 'holders', 'waiters', 'queue_rebuilt', 'counters', 'wait_ns']"
+	expect_json "list(d.keys())" "['version', 'name', 'state', 'capacity', 'max_permits', 'created_permits', 'retiring', 'max_waiters', 'available', 'held', 'reserved', 'waiting', 'rate', 'file', 'created', 'holders', 'waiters', 'queue_rebuilt', 'counters', 'wait_ns']"
 	expect_json "d['version'], d['name'], d['state']" "(1, '$n', 'open')"
 	expect_json "d['capacity'], d['max_waiters'], d['available'], d['held'], d['reserved'], d['waiting']" "(2, 8, 1, 1, 0, 0)"
+	expect_json "d['max_permits'], d['created_permits'], d['retiring'], d['rate']" "(2, 2, 0, None)"
 	expect_json "d['file']['mode'], d['file']['path'], d['file']['uid']" "('0600', '/dev/shm$n', $(id -u))"
-	expect_json "list(d['holders'][0].keys())" "['lease', 'index', 'gen', 'state', 'pid', 'comm', 'cmdline', 'alive', 'liveness', 'held_ns']"
-	expect_json "d['holders'][0]['pid'], d['holders'][0]['comm'], d['holders'][0]['alive'], d['holders'][0]['state']" "($BG, 'shmsem', True, 'held')"
+	expect_json "list(d['holders'][0].keys())" "['lease', 'index', 'gen', 'state', 'weight', 'pid', 'comm', 'cmdline', 'alive', 'liveness', 'held_ns']"
+	expect_json "d['holders'][0]['pid'], d['holders'][0]['comm'], d['holders'][0]['alive'], d['holders'][0]['state'], d['holders'][0]['weight']" "($BG, 'shmsem', True, 'held', 1)"
 	expect_json "d['holders'][0]['lease'] == '%d:%d' % (d['holders'][0]['index'], d['holders'][0]['gen'])" "True"
 	expect_json "d['holders'][0]['cmdline'].endswith('run $n -- sleep 600')" "True"
 	expect_json "0 <= d['holders'][0]['held_ns'] < 60 * 10**9" "True"
@@ -152,11 +154,13 @@ StatusShowsWaitersInQueueOrder() {
 	expect_json "[w['position'] for w in d['waiters']]" "[1, 2]"
 	expect_json "d['waiters'][0]['ticket'] < d['waiters'][1]['ticket']" "True"
 	expect_json "all(w['alive'] and w['comm'] == 'shmsem' for w in d['waiters'])" "True"
-	expect_json "list(d['waiters'][0].keys())" "['position', 'ticket', 'slot', 'pid', 'comm', 'cmdline', 'alive', 'liveness', 'waiting_ns']"
+	expect_json "list(d['waiters'][0].keys())" "['position', 'ticket', 'slot', 'weight', 'reserved', 'pid', 'comm', 'cmdline', 'alive', 'liveness', 'waiting_ns']"
+	expect_json "[(w['weight'], w['reserved']) for w in d['waiters']]" "[(1, 0), (1, 0)]"
 	expect_rc 0 "$SHMSEM" status "$n"
 	expect_out "Waiters (queue order): 2"
-	grep -Eq "^  1 +[0-9]+ +$a +shmsem +alive " "$TMP/out" || fail "waiter 1 is not PID $a"
-	grep -Eq "^  2 +[0-9]+ +$b +shmsem +alive " "$TMP/out" || fail "waiter 2 is not PID $b"
+	expect_out "POS  TICKET  WEIGHT  RESERVED  PID"
+	grep -Eq "^  1 +[0-9]+ +1 +0 +$a +shmsem +alive " "$TMP/out" || fail "waiter 1 is not PID $a"
+	grep -Eq "^  2 +[0-9]+ +1 +0 +$b +shmsem +alive " "$TMP/out" || fail "waiter 2 is not PID $b"
 	# FIFO: when the holder's command ends, the first waiter gets the permit.
 	kill -TERM "$holder"
 	wait_for 5 "[h['pid'] for h in d['holders']] == [$a] and d['waiting'] == 1" "$n"
@@ -180,7 +184,7 @@ StatusWorksWithReadPermissionOnly() {
 	before=$(stat -c %Y.%s "/dev/shm$n" && sha256sum <"/dev/shm$n")
 	expect_rc 0 "${as_nobody[@]}" "$bin" status "$n"
 	expect_out "held       1"
-	grep -Eq "^  [0-9]+:[0-9]+ +held +$BG +shmsem +alive " "$TMP/out" || fail "holder not shown to nobody"
+	grep -Eq "^  [0-9]+:[0-9]+ +held +1 +$BG +shmsem +alive " "$TMP/out" || fail "holder not shown to nobody"
 	expect_rc 0 "${as_nobody[@]}" "$bin" status --json "$n"
 	expect_json "d['held'], d['holders'][0]['pid']" "(1, $BG)"
 	expect_rc 0 "${as_nobody[@]}" "$bin" list --json
@@ -190,6 +194,8 @@ StatusWorksWithReadPermissionOnly() {
 	# Changing it needs write permission, and says so.
 	expect_rc 1 "${as_nobody[@]}" "$bin" recover "$n"
 	expect_err "shmsem: recover $n: permission denied"
+	expect_rc 1 "${as_nobody[@]}" "$bin" set "$n" --permits 1
+	expect_err "shmsem: set $n: permission denied"
 	"$SHMSEM" create "$(name private)" --permits 1 --mode 0600
 	expect_rc 1 "${as_nobody[@]}" "$bin" status "$(name private)"
 	expect_err "permission denied"
@@ -400,7 +406,7 @@ KilledHolderShownDeadThenRecovered() {
 	expect_rc 0 "$SHMSEM" status --json "$n"
 	expect_json "d['held'], d['holders'][0]['pid'], d['holders'][0]['alive'], d['holders'][0]['comm']" "(1, $holder, False, None)"
 	expect_rc 0 "$SHMSEM" status "$n"
-	grep -Eq "^  [0-9]+:[0-9]+ +held +$holder +- +dead " "$TMP/out" || fail "holder $holder not shown dead"
+	grep -Eq "^  [0-9]+:[0-9]+ +held +1 +$holder +- +dead " "$TMP/out" || fail "holder $holder not shown dead"
 	# The command did not go on running without its permit (PR_SET_PDEATHSIG).
 	for _ in $(seq 250); do kill -0 "$child" 2>/dev/null || break; sleep 0.02; done
 	! kill -0 "$child" 2>/dev/null || fail "command $child outlived its shmsem run"
@@ -521,6 +527,181 @@ InspectionRefusesLinksFifosAndDamagedFiles() {
 	# The file facts come from the descriptor that was read.
 	expect_rc 0 "$SHMSEM" status --json "$n"
 	expect_json "d['file']['uid']" "$(id -u)"
+}
+
+CreateTakesRateBurstAndMaxPermits() {
+	local n only r
+	n=$(name rate)
+	expect_rc 0 "$SHMSEM" create "$n" --permits 4 --max-permits 8 --rate 100/s --burst 20
+	expect_no_err
+	expect_rc 0 "$SHMSEM" status "$n"
+	expect_out "capacity   4 permits, max 8, up to 1024 waiters"
+	expect_out "rate       100/s, burst 20, tokens 20, next token now"
+	expect_rc 0 "$SHMSEM" status --json "$n"
+	expect_json "d['capacity'], d['max_permits'], d['created_permits'], d['retiring'], d['available']" "(4, 8, 4, 0, 4)"
+	expect_json "d['rate']" "{'limit': '100/s', 'count': 100, 'period_ns': 1000000000, 'burst': 20, 'tokens': 20, 'next_token_in_ns': 0}"
+	# The same settings again: it is used as it is. Other ones: exit 4,
+	# naming the settings it was created with.
+	expect_rc 0 "$SHMSEM" create "$n" --permits 4 --max-permits 8 --rate 100/s --burst 20
+	expect_rc 4 "$SHMSEM" create "$n" --permits 4
+	expect_err "already exists with --permits 4 --max-permits 8 --rate 100/s --burst 20 --max-waiters 1024;"
+	expect_rc 4 "$SHMSEM" create "$n" --permits 4 --max-permits 8 --rate 100/s
+	# A rate alone: no concurrency limit below the default 1024 leases;
+	# leaving --permits out and --permits 0 are the same.
+	only=$(name rateonly)
+	expect_rc 0 "$SHMSEM" create "$only" --rate 5/min
+	expect_rc 0 "$SHMSEM" create "$only" --permits 0 --rate 5/min
+	expect_rc 0 "$SHMSEM" status "$only"
+	expect_out "capacity   1024 permits (rate only: no other concurrency limit), up to 1024 waiters"
+	expect_out "rate       5/min, burst 1, tokens 1, next token now"
+	expect_rc 0 "$SHMSEM" status --json "$only"
+	expect_json "d['capacity'], d['max_permits'], d['created_permits'], d['rate']['period_ns'], d['rate']['count']" "(1024, 1024, 0, 60000000000, 5)"
+	# Units, a period of several units, and plain numbers (per second).
+	local i=0 u
+	for r in 250/ms:250/ms 1/h:1/h 3/10s:3/10s 20:20/s 60/min:60/min 90/60s:90/min 7/1500ms:7/1500ms; do
+		i=$((i + 1))
+		u=$(name "units-$i")
+		expect_rc 0 "$SHMSEM" create "$u" --rate "${r%%:*}"
+		expect_rc 0 "$SHMSEM" status --json "$u"
+		expect_json "d['rate']['limit']" "${r#*:}"
+	done
+}
+
+# Bad rates are usage errors (exit 2) that quote what was given.
+BadRatesAreRejectedInPlainWords() {
+	local n r
+	n=$(name badrate)
+	for r in 5/x 0/s abc 10/ -5/s 1.5/s 100/sec 100/2x 1/0s /s "" 4294967296/s 100/s/s; do
+		expect_rc 2 "$SHMSEM" create "$n" --rate "$r"
+		expect_err "rate '$r'"
+		[[ ! -e /dev/shm$n ]] || fail "--rate '$r' created $n"
+	done
+	expect_rc 2 "$SHMSEM" create "$n" --rate 5/m
+	expect_err "invalid rate '5/m': write 'min' for minutes or 'ms' for milliseconds"
+	expect_rc 2 "$SHMSEM" create "$n" --rate 2000000000/ms
+	expect_err "is too fast: at most one acquisition per nanosecond"
+	expect_rc 2 "$SHMSEM" create "$n" --rate 1/25h
+	expect_err "is too slow: at least one acquisition a day"
+	expect_rc 2 "$SHMSEM" create "$n" --permits 2 --burst 5
+	expect_err "--burst requires --rate"
+	expect_rc 2 "$SHMSEM" create "$n" --rate 1/s --burst 0
+	expect_rc 2 "$SHMSEM" create "$n" --permits 0
+	expect_err "--permits 0 needs --rate"
+	expect_rc 2 "$SHMSEM" create "$n" --permits 4 --max-permits 2
+	expect_err "--max-permits 2 is below --permits 4"
+	expect_err "Run 'shmsem create --help'"
+	[[ ! -e /dev/shm$n ]] || fail "a bad command line created $n"
+}
+
+# A holder we release when we choose: its command signals that it runs,
+# then waits for a line on a FIFO. start_holder <suffix> <run options...>
+start_holder() {
+	local tag=$1
+	shift
+	mkfifo "$TMP/go-$tag"
+	bg "$SHMSEM" run "$@" -- sh -c "read x < $TMP/go-$tag"
+}
+release_holder() {
+	local rc=0
+	echo go >"$TMP/go-$1"
+	wait "$2" || rc=$?
+	[[ $rc == 0 ]] || fail "holder $2 exited $rc"
+}
+
+SetPermitsGrowsAndShrinksWithoutRevokingLeases() {
+	local n holder
+	n=$(name set)
+	"$SHMSEM" create "$n" --permits 4 --max-permits 6
+	start_holder three --weight 3 "$n"
+	holder=$BG
+	wait_for 10 "d['held'] == 3" "$n"
+	# Shrink below what is held: the free permit goes at once, the held
+	# ones stay held and retire as they come back.
+	expect_rc 0 "$SHMSEM" set "$n" --permits 1
+	expect_out "$n: capacity 1 (was 4); 2 permits still held above it retire as they are released"
+	expect_rc 0 "$SHMSEM" status "$n"
+	expect_out "capacity   1 permit (shrinking: 2 still held above it), max 6, up to 1024 waiters"
+	expect_rc 0 "$SHMSEM" status --json "$n"
+	expect_json "d['capacity'], d['max_permits'], d['retiring'], d['available'], d['held']" "(1, 6, 2, 0, 3)"
+	expect_json "[(h['pid'], h['weight']) for h in d['holders']]" "[($holder, 3)]"
+	expect_rc 124 "$SHMSEM" run --timeout 0 "$n" -- true
+	expect_rc 2 "$SHMSEM" set "$n" --permits 7
+	expect_err "shmsem: set $n: cannot set the capacity to 7: it may be at most 6"
+	release_holder three "$holder"
+	expect_rc 0 "$SHMSEM" status --json "$n"
+	expect_json "d['capacity'], d['retiring'], d['available'], d['held']" "(1, 0, 1, 0)"
+	# More than the capacity waits (here: gives up at once) ...
+	expect_rc 124 "$SHMSEM" run --weight 2 --timeout 0 "$n" -- true
+	expect_err "no 2 permits free right now (the capacity is 1 now)"
+	# ... until it grows.
+	expect_rc 0 "$SHMSEM" set "$n" --permits 6
+	expect_out "$n: capacity 6 (was 1)"
+	expect_rc 0 "$SHMSEM" run --weight 6 --timeout 5s "$n" -- true
+	expect_rc 0 "$SHMSEM" status --json "$n"
+	expect_json "d['capacity'], d['retiring'], d['available'], d['held']" "(6, 0, 6, 0)"
+	# 0 drains it.
+	expect_rc 0 "$SHMSEM" set "$n" --permits 0
+	expect_out "acquires wait until it grows again"
+	expect_rc 124 "$SHMSEM" run --timeout 0 "$n" -- true
+	expect_rc 3 "$SHMSEM" set "$(name missing)" --permits 1
+	expect_err "no such semaphore"
+	expect_rc 2 "$SHMSEM" set "$n"
+	expect_err "--permits is required"
+}
+
+# A lease of two permits is one holder row of weight 2; a waiter for two
+# shows how many are reserved for it while it gathers them at the head.
+RunWeightShowsOneHolderWithItsWeight() {
+	local n holder waiter rc=0
+	n=$(name weight)
+	"$SHMSEM" create "$n" --permits 3
+	start_holder two "$n" --weight 2
+	holder=$BG
+	wait_for 10 "d['held'] == 2" "$n"
+	expect_rc 0 "$SHMSEM" status --json "$n"
+	expect_json "[(h['pid'], h['weight'], h['state']) for h in d['holders']]" "[($holder, 2, 'held')]"
+	expect_rc 0 "$SHMSEM" status "$n"
+	expect_out "Holders: 1 (2 permits)"
+	grep -Eq "^  [0-9]+:[0-9]+ +held +2 +$holder +shmsem +alive " "$TMP/out" || fail "no holder row of weight 2"
+	# The waiter gets the one free permit reserved, and waits for one more.
+	bg "$SHMSEM" run -w 2 "$n" -- touch "$TMP/ran"
+	waiter=$BG
+	wait_for 10 "d['waiting'] == 1 and d['reserved'] == 1" "$n"
+	expect_json "[(w['pid'], w['weight'], w['reserved']) for w in d['waiters']]" "[($waiter, 2, 1)]"
+	expect_rc 0 "$SHMSEM" status "$n"
+	grep -Eq "^  1 +[0-9]+ +2 +1 +$waiter +shmsem +alive " "$TMP/out" || fail "no waiter row of weight 2 with 1 reserved"
+	# FIFO with head-of-line blocking: a request for one waits behind it.
+	expect_rc 124 "$SHMSEM" run --timeout 0 "$n" -- true
+	release_holder two "$holder"
+	wait "$waiter" || rc=$?
+	[[ $rc == 0 && -e $TMP/ran ]] || fail "the weighted waiter exited $rc"
+	expect_rc 0 "$SHMSEM" status --json "$n"
+	expect_json "d['available'], d['held'], d['reserved'], d['holders']" "(3, 0, 0, [])"
+	# Never grantable, or not a number: shmsem run fails (125).
+	expect_rc 125 "$SHMSEM" run --weight 4 "$n" -- true
+	expect_err "--weight 4 is more than the 3 permits it can ever have"
+	local w
+	for w in 0 x -1 2x ""; do
+		expect_rc 125 "$SHMSEM" run "$n" --weight "$w" -- true
+		expect_err "invalid weight '$w'"
+	done
+	expect_rc 0 "$SHMSEM" run "$n" --weight=3 -- true
+}
+
+# 20/s with a burst of 1: ten runs in a row take at least 9 intervals of
+# 50 ms. (Only a lower bound: a loaded machine is slower, never faster.)
+RunIsRateLimited() {
+	local n t0 t1
+	n=$(name ratelimit)
+	"$SHMSEM" create "$n" --rate 20/s --burst 1
+	t0=$(date +%s%N)
+	for _ in $(seq 10); do
+		"$SHMSEM" run "$n" -- true || fail "a rate-limited run failed"
+	done
+	t1=$(date +%s%N)
+	(((t1 - t0) >= 440000000)) || fail "10 runs at 20/s took $(((t1 - t0) / 1000000)) ms, under 450 ms"
+	expect_rc 0 "$SHMSEM" status --json "$n"
+	expect_json "d['counters']['acquisitions'], d['held'], d['rate']['burst']" "(10, 0, 1)"
 }
 
 case=${1:?usage: cli_test.sh <CaseName>}

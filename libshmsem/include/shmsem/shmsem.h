@@ -483,7 +483,8 @@ int shmsem_shutdown(shmsem_t *s);
  * records in use, and one scan of the lease records per dead process that
  * took leases without the lock; then one more scan gives back free leases
  * that no thread names (only a writer into the segment makes one). Returns
- * the number of leases plus slots reclaimed, plus free leases given back.
+ * the number of permits (a weighted lease of n counts n) plus slots
+ * reclaimed, plus free permits given back.
  * Errors: -EBADF read-only handle.
  */
 int shmsem_recover(shmsem_t *s);
@@ -505,7 +506,7 @@ struct shmsem_stat {
 	uint64_t cancellations;     /* -ECANCELED and -EINTR */
 	uint64_t queue_full;        /* -EBUSY rejections */
 	uint64_t shutdown_failures; /* waiters failed by shutdown */
-	uint64_t reclaimed_holders; /* leases reclaimed from dead owners */
+	uint64_t reclaimed_holders; /* permits reclaimed from dead owners */
 	uint64_t reclaimed_waiters; /* slots reclaimed from dead owners */
 	uint64_t repairs;           /* lock owner died; state was rebuilt */
 	uint64_t wait_hist[SHMSEM_HIST_BUCKETS];

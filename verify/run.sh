@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Model-check the SPIN models in verify/ (shmsem.pml, the protocol; lock.pml,
-# the segment lock): every configuration below is generated (spin -a),
+# the segment lock; fastpath.pml, the lock-free path; weighted.pml, weighted
+# leases and the capacity): every configuration below is generated (spin -a),
 # compiled (gcc) and searched exhaustively (pan), and one summary line is
 # printed per run. Exits non-zero if any run reports an error (assertion,
 # invalid end state = a waiter stuck forever, acceptance cycle, or an
@@ -62,6 +63,21 @@ configs=(
 	"fast-n1-race-f1|fastpath.pml|-DNP=2 -DN=1 -DOPS=2 -DMAXCRASH=1 -DRACE -DBUG_F1|safety|xfail:(rwins<=1)"
 	"fast-n1-p2-live|fastpath.pml|-DNP=2 -DN=1 -DOPS=2 -DMAXCRASH=1 -DLTL_TERMINATES|ltl|pass"
 	"fast-n2-p3-live|fastpath.pml|-DNP=3 -DN=2 -DOPS1=2 -DMAXCRASH=1 -DLTL_TERMINATES|ltl|pass"
+	# weighted leases and the capacity (weighted.pml; MODEL.md, "The
+	# weighted model"): P1 asks for 2, P2 for 2 (deadline, cancel handle),
+	# P3 for 1; R sets the capacity of 3 records to RESIZE, then back to 3
+	"w-shrink2|weighted.pml|-DRESIZE=2 -DGROW -DCANCEL -DDOUBLE_RELEASE|safety|pass"
+	# below a weight of 2: those waiters need a deadline (R may die before
+	# it grows the capacity back, and then they wait for ever, as documented)
+	"w-shrink1|weighted.pml|-DRESIZE=1 -DGROW -DTIMED=6 -DCANCEL -DDOUBLE_RELEASE|safety|pass"
+	"w-crash2|weighted.pml|-DMAXCRASH=2 -DCANCEL -DDOUBLE_RELEASE|safety|pass"
+	"w-p2-shrink1-crash2|weighted.pml|-DNP=2 -DRESIZE=1 -DGROW -DMAXCRASH=2 -DTIMED=6 -DCANCEL -DDOUBLE_RELEASE|safety|pass"
+	# a head of weight 3 gathers 2, and a shrink takes one back: the rest
+	# goes back to its reservation
+	"w-p2-w3-crash2|weighted.pml|-DNP=2 -DWT1=3 -DWT2=1 -DRESIZE=2 -DGROW -DTIMED=2 -DMAXCRASH=2 -DCANCEL -DDOUBLE_RELEASE|safety|pass"
+	# drained to 0 and grown back; R does not die (CRASHMASK), so that P2
+	# (weight 1, no deadline) is never left waiting for a grow that never comes
+	"w-p2-drain|weighted.pml|-DNP=2 -DWT2=1 -DRESIZE=0 -DGROW -DMAXCRASH=2 -DCRASHMASK=6 -DTIMED=2 -DCANCEL -DDOUBLE_RELEASE|safety|pass"
 )
 
 extra=""

@@ -348,7 +348,8 @@ TEST(Abi, PublicStructSizesArePinned) {
   EXPECT_EQ(sizeof(shmsem_lease_t), 24u);
   EXPECT_EQ(sizeof(shmsem_config), 48u);
   EXPECT_EQ(sizeof(shmsem_cancel_t), 48u);
-  EXPECT_EQ(sizeof(struct shmsem_stat), 32u + 8 * 8 + 8 * SHMSEM_HIST_BUCKETS + 64);
+  EXPECT_EQ(sizeof(struct shmsem_stat),
+            32u + 8 * 8 + 2 * 8 * SHMSEM_HIST_BUCKETS + 2 * 8 + 64);
   EXPECT_EQ(sizeof(detail::LeaseRecord), 64u);
   EXPECT_EQ(sizeof(detail::WaiterSlot), 128u);
   EXPECT_EQ(offsetof(detail::WaiterSlot, owner), 64u) << "owner on line 2";
@@ -358,10 +359,11 @@ TEST(Abi, PublicStructSizesArePinned) {
 TEST(Stat, WaitQuantileReadsTheHistogram) {
   struct shmsem_stat st {};
   EXPECT_EQ(shmsem_stat_wait_quantile(&st, 0.5), 0u);
-  st.wait_hist[0] = 90;   // [0, 2) ns
-  st.wait_hist[20] = 10;  // [1 ms, 2 ms)
-  EXPECT_EQ(shmsem_stat_wait_quantile(&st, 0.5), 1u);
-  EXPECT_EQ(shmsem_stat_wait_quantile(&st, 0.99), (1u << 21) - 1);
+  st.wait_hist[0] = 90;  // 0 ns
+  st.wait_hist[shmsem_hist_bucket(1'500'000)] = 10;  // [1.44, 1.57) ms
+  EXPECT_EQ(shmsem_stat_wait_quantile(&st, 0.5), 0u);
+  EXPECT_EQ(shmsem_stat_wait_quantile(&st, 0.99), (12u << 17) - 1);
+  EXPECT_EQ(shmsem_hist_quantile(st.wait_hist, 0.99), (12u << 17) - 1);
   EXPECT_EQ(shmsem_stat_wait_quantile(&st, 0), 0u) << "q out of range";
 }
 

@@ -39,7 +39,8 @@ constexpr int kPoints = int(HookPoint::kCount);
 // alive (only a holder slower than 1 ms gets one) and a waiter leaving
 // without the lock (only past its limit while a stopped process holds the
 // lock), and the death watch by events (only after a period without a
-// grant), and shmsem_check (never called by the victim). tests/create_test.cc,
+// grant), and shmsem_check and SHMSEM_SNAPSHOT opens (never called by the
+// victim). tests/create_test.cc,
 // tests/lock_test.cc, tests/deathwatch_test.cc and tests/fastpath_test.cc
 // cover them.
 bool is_create_point(int point) {
@@ -52,7 +53,8 @@ bool is_create_point(int point) {
     case HookPoint::CREATE_OPENED:
     case HookPoint::CREATE_SIZED:
     case HookPoint::CREATE_INITIALISED:
-    case HookPoint::CREATE_LINKED: return true;
+    case HookPoint::CREATE_LINKED:
+    case HookPoint::SNAPSHOT_COPY: return true;
     default: return false;
   }
 }

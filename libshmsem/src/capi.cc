@@ -13,11 +13,15 @@
 #include "capacity.h"
 #include "check.h"
 #include "deathwatch.h"
+#include "declare.h"
 #include "fastpath.h"
 #include "handle.h"
+#include "hist.h"
 #include "hooks.h"
+#include "inspect.h"
 #include "notifier.h"
 #include "owner.h"
+#include "publish.h"
 #include "reclaim.h"
 #include "release.h"
 #include "segment.h"
@@ -222,6 +226,12 @@ SHMSEM_API int shmsem_release(shmsem_t *s, shmsem_lease_t *lease) {
   return d::release_locked(s, lease);
 }
 
+SHMSEM_API int shmsem_declare_hold(shmsem_t *s, const shmsem_lease_t *lease,
+                                   uint64_t hold_ns) {
+  if (foreign_pidns(s)) return -EXDEV;
+  return d::declare_hold(s, lease, hold_ns);
+}
+
 SHMSEM_API int shmsem_shutdown(shmsem_t *s) {
   if (foreign_pidns(s) && !s->rdonly) return -EXDEV;
   return d::shutdown(s);
@@ -243,7 +253,72 @@ SHMSEM_API int shmsem_stat(shmsem_t *s, struct shmsem_stat *st) {
 
 SHMSEM_API uint64_t shmsem_stat_wait_quantile(const struct shmsem_stat *st,
                                               double q) {
-  return d::wait_quantile(st, q);
+  return st ? d::hist_quantile(st->wait_hist, q) : 0;
+}
+
+SHMSEM_API uint64_t shmsem_hist_quantile(const uint64_t *hist, double q) {
+  return d::hist_quantile(hist, q);
+}
+
+SHMSEM_API unsigned shmsem_hist_bucket(uint64_t ns) { return d::hist_bucket(ns); }
+
+SHMSEM_API uint64_t shmsem_hist_lower_ns(unsigned b) {
+  return b < SHMSEM_HIST_BUCKETS ? d::hist_lower(b) : ~uint64_t{0};
+}
+
+SHMSEM_API uint64_t shmsem_hist_upper_ns(unsigned b) {
+  return b < SHMSEM_HIST_BUCKETS ? d::hist_upper(b) : ~uint64_t{0};
+}
+
+SHMSEM_API int shmsem_inspect(shmsem_t *s, struct shmsem_inspection *out,
+                              struct shmsem_holder *holders,
+                              uint32_t max_holders,
+                              struct shmsem_waiter_info *waiters,
+                              uint32_t max_waiters) {
+  if (foreign_pidns(s) && !s->rdonly) return -EXDEV;
+  return d::inspect(s, out, holders, max_holders, waiters, max_waiters);
+}
+
+namespace {
+
+struct LeftoverList {
+  struct shmsem_leftover *out;
+  uint32_t max, n;
+};
+
+// Keeps the `max` first by name, in order (an insertion: a handful).
+void add_leftover(const d::Leftover &l, void *ctx) {
+  auto *list = static_cast<LeftoverList *>(ctx);
+  struct shmsem_leftover e;
+  memset(&e, 0, sizeof e);
+  static_assert(sizeof e.file >= sizeof l.file);
+  memcpy(e.file, l.file, sizeof l.file);
+  e.pid = l.pid;
+  e.creator_gone = l.creator_gone;
+  e.size = l.size;
+  e.uid = l.uid;
+  uint32_t kept = list->n < list->max ? list->n : list->max;
+  uint32_t at = 0;
+  while (at < kept && strcmp(list->out[at].file, e.file) < 0) at++;
+  list->n++;
+  if (at >= list->max) return;
+  if (kept == list->max) kept--;  // the last one falls off
+  memmove(&list->out[at + 1], &list->out[at], (kept - at) * sizeof e);
+  list->out[at] = e;
+}
+
+}  // namespace
+
+SHMSEM_API int shmsem_leftovers(struct shmsem_leftover *out, uint32_t max) {
+  if (!out && max) return -EINVAL;
+  LeftoverList list{out, max, 0};
+  int r = d::scan_leftovers(add_leftover, &list);
+  return r < 0 ? r : int(list.n);
+}
+
+SHMSEM_API int shmsem_remove_leftover(const char *file) {
+  if (!file) return -EINVAL;
+  return d::remove_leftover(file);
 }
 
 SHMSEM_API int shmsem_check(shmsem_t *s) {

@@ -49,7 +49,9 @@ inline constexpr uint64_t kManualClockPollNs = 1'000'000;
 inline uint64_t deadline_wake_at(uint64_t deadline) {
   return clock_is_manual() ? real_mono_ns() + kManualClockPollNs : deadline;
 }
-// CLOCK_MONOTONIC_COARSE, cheap enough for the fast path (tick resolution).
+// CLOCK_MONOTONIC_COARSE, cheap enough for the fast path (tick resolution);
+// the manual clock instead when a test installed one.
+uint64_t real_coarse_ns();
 uint64_t coarse_ns();
 
 }  // namespace shmsem::detail

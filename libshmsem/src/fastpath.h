@@ -155,6 +155,7 @@ inline int fast_release(shmsem_t *s, const shmsem_lease_t *lease) {
   // LOOSE lease its lane names, never an unnamed free one.
   f.lane->loose.store(l, std::memory_order_relaxed);
   SHMSEM_HOOK(FAST_RELEASE_NAMED);
+  const uint64_t since = rec.since_ns.load(std::memory_order_relaxed);
   // Commit, exactly once: the CAS checks the token's generation and the
   // state in one word. Release: the critical section happens-before the
   // next holder's acquire CAS.
@@ -163,6 +164,7 @@ inline int fast_release(shmsem_t *s, const shmsem_lease_t *lease) {
           std::memory_order_release, std::memory_order_relaxed))
     return 1;
   SHMSEM_HOOK(FAST_RELEASE_FREED);
+  record_hold(s, since);
   // Dekker with whoever opens the gate (unlock(): gate store, fence, sweep
   // of the lanes): either that sweep sees this lease LOOSE, or this load
   // sees the gate open and the lease goes to the head from here.

@@ -6,6 +6,7 @@
 
 #include "clock.h"
 #include "futex.h"
+#include "hist.h"
 #include "hooks.h"
 #include "rate.h"
 #include "tables.h"
@@ -13,10 +14,17 @@
 namespace shmsem::detail {
 
 void record_wait(shmsem_t *s, uint64_t ns) {
-  int b = 0;
-  while (b + 1 < SHMSEM_HIST_BUCKETS && (ns >> (b + 1)) != 0) b++;
-  stat_bump(s->core->wait_hist[b]);
+  stat_bump(s->core->wait_hist[hist_bucket(ns)]);
+  stat_bump(s->core->wait_sum_ns, ns);
   stat_bump(s->core->acquisitions);
+}
+
+void record_hold(shmsem_t *s, uint64_t since_ns) {
+  const uint64_t now = coarse_ns();
+  const uint64_t ns = now > since_ns ? now - since_ns : 0;
+  Core *c = s->core;
+  c->hold_hist[hist_bucket(ns)].fetch_add(1, std::memory_order_relaxed);
+  c->hold_sum_ns.fetch_add(ns, std::memory_order_relaxed);
 }
 
 // The moving average of enqueue-to-grant times the head spins by

@@ -17,6 +17,7 @@ struct shmsem_handle {
   std::atomic<uint32_t> *used_leases;  // core.n_used_leases of them in use
   std::atomic<uint32_t> *used_slots;
   shmsem::detail::ProcRecord *procs;
+  std::atomic<uint64_t> *declared;  // declared[permits] (layout.h decl_word)
   uint32_t max_procs;
   uint32_t permits;
   uint32_t max_waiters;
@@ -24,6 +25,11 @@ struct shmsem_handle {
   // A value read from the segment was out of range during this critical
   // section: unlock() repairs before releasing (tables.h). Lock holder only.
   bool corrupt;
+  // A private copy of the file (SHMSEM_SNAPSHOT): base is ours, unmapped
+  // at detach like a mapping; nothing changes it.
+  bool snapshot;
+  // The file as fstat(2) saw it at open (0 for a creator's handle).
+  uint32_t file_mode, file_uid, file_gid;
   uint64_t pidns;  // header.pidns: the creator's PID namespace (0 unknown)
   // This process's record (fastpath.h), valid while fast_pid is our pid: a
   // child of fork() that inherits the handle registers its own.

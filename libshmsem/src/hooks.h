@@ -53,7 +53,8 @@ namespace shmsem::detail {
   X(CREATE_OPENED)             /* create: unnamed file open, empty */         \
   X(CREATE_SIZED)              /* create: file sized, not initialised */      \
   X(CREATE_INITIALISED)        /* create: segment built, not yet named */     \
-  X(CREATE_LINKED)             /* create: linked under its name */
+  X(CREATE_LINKED)             /* create: linked under its name */           \
+  X(SNAPSHOT_COPY)             /* SHMSEM_SNAPSHOT: file open, not yet read */
 
 enum class HookPoint : int {
 #define SHMSEM_X(name) name,

@@ -16,7 +16,7 @@ namespace shmsem::detail {
 
 inline constexpr size_t kCacheLine = 64;
 inline constexpr uint64_t kMagic = 0x0100'4d45'534d'4853ull;  // "SHMSEM\0\1"
-inline constexpr uint32_t kLayoutVersion = 7;
+inline constexpr uint32_t kLayoutVersion = 8;
 inline constexpr uint32_t kReady = 0x5245'4459u;  // "READY", stored last
 inline constexpr uint32_t kNone = 0xffff'ffffu;   // "no index"
 // LeaseRecord::slot of a HELD record that is not the one its weighted
@@ -124,8 +124,24 @@ struct Header {
   uint32_t rate;             // acquisitions per rate_period_ns; 0 none
   uint32_t burst;
   uint64_t rate_period_ns;
+  // declared[permits]: each record's declared hold time (shmsem_declare_hold;
+  // decl_word() below). Reporting only; nothing in the protocol reads it.
+  uint64_t declared_off;
 };
 static_assert(sizeof(Header) <= 2 * kCacheLine);
+
+// A declared hold time: the low 24 bits of the generation it was declared
+// for, and up to 2^40 - 1 ns. Stale (another generation) once the lease is
+// released and granted again, so a grant never has to clear it.
+inline constexpr uint32_t kDeclBits = 40;
+inline constexpr uint64_t kMaxDeclaredNs = (uint64_t{1} << kDeclBits) - 1;
+inline constexpr uint64_t decl_word(uint64_t gen, uint64_t hold_ns) {
+  return (gen & 0xff'ffff) << kDeclBits | (hold_ns & kMaxDeclaredNs);
+}
+// The hold time declared for generation `gen`, or 0.
+inline constexpr uint64_t decl_for(uint64_t word, uint64_t gen) {
+  return (word >> kDeclBits) == (gen & 0xff'ffff) ? word & kMaxDeclaredNs : 0;
+}
 
 struct alignas(kCacheLine) LeaseRecord {
   std::atomic<uint64_t> word;  // state | proc | gen (above); the commit word
@@ -269,7 +285,13 @@ struct alignas(kCacheLine) Core {
   std::atomic<uint64_t> reclaimed_holders;
   std::atomic<uint64_t> reclaimed_waiters;
   std::atomic<uint64_t> repairs;
+  // Log-linear histograms (hist.h). wait_hist and the counters above change
+  // under the lock; hold_hist and hold_sum_ns also on the lock-free release
+  // path, so every change of them is an atomic add.
+  std::atomic<uint64_t> wait_sum_ns;
+  std::atomic<uint64_t> hold_sum_ns;
   std::atomic<uint64_t> wait_hist[SHMSEM_HIST_BUCKETS];
+  std::atomic<uint64_t> hold_hist[SHMSEM_HIST_BUCKETS];
 };
 
 inline constexpr uint32_t kGateQueued = 1;
@@ -288,7 +310,7 @@ inline constexpr size_t align_up(size_t v, size_t a) { return (v + a - 1) / a * 
 
 // Geometry of a segment for N permits and W waiter slots.
 struct Geometry {
-  uint64_t lease_off, slot_off, used_off, proc_off, total_size;
+  uint64_t lease_off, slot_off, used_off, declared_off, proc_off, total_size;
   uint32_t max_procs;
 };
 inline Geometry geometry(uint32_t permits, uint32_t max_waiters) {
@@ -296,9 +318,11 @@ inline Geometry geometry(uint32_t permits, uint32_t max_waiters) {
   g.lease_off = align_up(kCoreOff + sizeof(Core), kCacheLine);
   g.slot_off = g.lease_off + uint64_t{permits} * sizeof(LeaseRecord);
   g.used_off = g.slot_off + uint64_t{max_waiters} * sizeof(WaiterSlot);
-  g.proc_off = align_up(
+  g.declared_off = align_up(
       g.used_off + (uint64_t{permits} + max_waiters) * sizeof(uint32_t),
       kCacheLine);
+  g.proc_off = align_up(g.declared_off + uint64_t{permits} * sizeof(uint64_t),
+                        kCacheLine);
   g.max_procs = procs_for(max_waiters);
   g.total_size = g.proc_off + uint64_t{g.max_procs} * sizeof(ProcRecord);
   return g;

@@ -78,6 +78,7 @@ int release_locked(shmsem_t *s, const shmsem_lease_t *lease) {
         return -EALREADY;
       used_add(s, s->core->n_used_leases, s->used_leases, s->permits, l,
                &rec.used_pos);
+      record_hold(s, rec.since_ns.load(std::memory_order_relaxed));
       pass_permit(s, l, &wk);  // one permit: never weighted
     } else if (word_state(w) == kLeaseHeld && rec.slot == kMember) {
       // One of a weighted lease's others: no token names it (a forged
@@ -89,6 +90,7 @@ int release_locked(shmsem_t *s, const shmsem_lease_t *lease) {
       // them HELD by their (dead) owner, which reclamation passes on.
       uint32_t n = lease_chain(s, l);
       counter_add(s->core->held, -int32_t(n));
+      record_hold(s, rec.since_ns.load(std::memory_order_relaxed));
       pass_chain(s, l, &wk);
     } else {
       return -EALREADY;

@@ -110,6 +110,7 @@ int init_segment(void *base, const Build &b) {
   hdr->slot_off = g.slot_off;
   hdr->used_off = g.used_off;
   hdr->proc_off = g.proc_off;
+  hdr->declared_off = g.declared_off;
   hdr->max_procs = g.max_procs;
   hdr->created_permits = b.created;
   hdr->rate = b.rate;
@@ -143,6 +144,9 @@ shmsem_t *make_handle(void *base, size_t size, bool rdonly,
   s->used_leases = reinterpret_cast<std::atomic<uint32_t> *>(b + hdr.used_off);
   s->used_slots = s->used_leases + hdr.permits;
   s->procs = reinterpret_cast<ProcRecord *>(b + hdr.proc_off);
+  s->declared = reinterpret_cast<std::atomic<uint64_t> *>(b + hdr.declared_off);
+  s->snapshot = false;
+  s->file_mode = s->file_uid = s->file_gid = 0;
   s->max_procs = hdr.max_procs;
   s->fast_pid.store(0, std::memory_order_relaxed);
   s->fast_proc.store(kNoProc, std::memory_order_relaxed);
@@ -159,6 +163,12 @@ shmsem_t *created_handle(void *base, size_t size) {
   Header hdr;
   memcpy(static_cast<void *>(&hdr), base, sizeof hdr);
   return make_handle(base, size, false, hdr);
+}
+
+void set_file(shmsem_t *s, const struct stat &st) {
+  s->file_mode = st.st_mode & 07777;
+  s->file_uid = st.st_uid;
+  s->file_gid = st.st_gid;
 }
 
 int map_fd(int fd, bool rdonly, const uid_t *owner, shmsem_t **out) {
@@ -178,8 +188,12 @@ int map_fd(int fd, bool rdonly, const uid_t *owner, shmsem_t **out) {
     *out = make_handle(base, size, rdonly, hdr);
     if (!*out) e = -ENOMEM;
   }
-  if (e) munmap(base, size);
-  return e;
+  if (e) {
+    munmap(base, size);
+    return e;
+  }
+  set_file(*out, st);
+  return 0;
 }
 
 }  // namespace
@@ -215,6 +229,7 @@ int segment_validate(const void *base, size_t size, Header *copy) {
   Geometry g = geometry(hdr.permits, hdr.max_waiters);
   if (hdr.lease_off != g.lease_off || hdr.slot_off != g.slot_off ||
       hdr.used_off != g.used_off || hdr.proc_off != g.proc_off ||
+      hdr.declared_off != g.declared_off ||
       hdr.max_procs != g.max_procs || hdr.total_size != g.total_size ||
       size != g.total_size)
     return -EBADMSG;
@@ -233,7 +248,8 @@ int open_named(const char *name, int flags, const uid_t *owner,
   *out = nullptr;
   int e = check_name(name);
   if (e) return e;
-  if (flags & ~int(SHMSEM_RDONLY)) return -EINVAL;
+  if (flags & ~int(SHMSEM_RDONLY | SHMSEM_SNAPSHOT)) return -EINVAL;
+  if (flags & SHMSEM_SNAPSHOT) return segment_copy(name, out);
   bool rdonly = flags & SHMSEM_RDONLY;
   // O_NONBLOCK: a FIFO planted under the name must not block the open (it
   // is then refused as not a regular file); glibc adds O_NOFOLLOW.

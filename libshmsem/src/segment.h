@@ -20,6 +20,10 @@ int segment_unlink(const char *name);
 // is validated like a mapping; on success the handle owns it and
 // segment_detach() unmaps it. Nothing may lock or write through it.
 int segment_view(void *copy, size_t size, shmsem_t **out);
+// SHMSEM_SNAPSHOT (segment_copy.cc): a private copy of the file of `name`
+// (checked) behind a read-only handle. The errors of shmsem_open, and -EIO
+// if the file shrank while it was copied.
+int segment_copy(const char *name, shmsem_t **out);
 // Validate a mapped segment of `size` bytes (also used by `shmsem list`);
 // on success, *copy (if not NULL) holds the header that was validated.
 int segment_validate(const void *base, size_t size, Header *copy = nullptr);

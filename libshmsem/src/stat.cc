@@ -9,13 +9,12 @@
 
 #include "handle.h"
 #include "clock.h"
+#include "hist.h"
 #include "lock.h"
 #include "rate.h"
 
 namespace shmsem::detail {
-namespace {
-
-void fill(shmsem_t *s, struct shmsem_stat *st) {
+void stat_fill(shmsem_t *s, struct shmsem_stat *st) {
   const Core *c = s->core;
   auto r32 = [](const std::atomic<uint32_t> &a) {
     return a.load(std::memory_order_relaxed);
@@ -52,8 +51,12 @@ void fill(shmsem_t *s, struct shmsem_stat *st) {
   st->reclaimed_holders = r64(c->reclaimed_holders);
   st->reclaimed_waiters = r64(c->reclaimed_waiters);
   st->repairs = r64(c->repairs);
-  for (int b = 0; b < SHMSEM_HIST_BUCKETS; b++)
+  for (int b = 0; b < SHMSEM_HIST_BUCKETS; b++) {
     st->wait_hist[b] = r64(c->wait_hist[b]);
+    st->hold_hist[b] = r64(c->hold_hist[b]);
+  }
+  st->wait_sum_ns = r64(c->wait_sum_ns);
+  st->hold_sum_ns = r64(c->hold_sum_ns);
   // The lock-free path's part, which the counters above do not hold: its
   // LOOSE leases are available and its HELD_FAST ones held (one scan), and
   // its acquisitions (waits of zero) are counted in the lanes.
@@ -73,21 +76,19 @@ void fill(shmsem_t *s, struct shmsem_stat *st) {
   st->wait_hist[0] += fast;
 }
 
-}  // namespace
-
 int stat(shmsem_t *s, struct shmsem_stat *st) {
   if (!s || !st) return -EINVAL;
   if (s->rdonly) {
-    fill(s, st);  // read-only mappings cannot take the lock: may be torn
+    stat_fill(s, st);  // read-only mappings cannot take the lock: may be torn
     return 0;
   }
   LockGuard guard(s);
-  fill(s, st);
+  stat_fill(s, st);
   return 0;
 }
 
-uint64_t wait_quantile(const struct shmsem_stat *st, double q) {
-  if (!st || !(q > 0) || q > 1) return 0;
+uint64_t hist_quantile(const uint64_t *hist, double q) {
+  if (!hist || !(q > 0) || q > 1) return 0;
   // The counts come from the segment, where a writer may have put any
   // value (docs/DESIGN.md §7a): sums saturate instead of wrapping (a wrapped
   // total read as "no waits"), and the rank is kept within the total
@@ -95,16 +96,16 @@ uint64_t wait_quantile(const struct shmsem_stat *st, double q) {
   // not convert back; found by the segment fuzzer).
   auto add = [](uint64_t a, uint64_t b) { return b > ~a ? ~uint64_t{0} : a + b; };
   uint64_t total = 0;
-  for (uint64_t n : st->wait_hist) total = add(total, n);
+  for (unsigned b = 0; b < SHMSEM_HIST_BUCKETS; b++) total = add(total, hist[b]);
   if (!total) return 0;
-  // The smallest wait with at least q of all waits at or below it.
+  // The smallest value with at least q of all values at or below it.
   double r = ceil(q * double(total));
   uint64_t rank = r < double(total) ? uint64_t(r) : total;
   if (rank == 0) rank = 1;
   uint64_t seen = 0;
-  for (int b = 0; b < SHMSEM_HIST_BUCKETS; b++) {
-    seen = add(seen, st->wait_hist[b]);
-    if (seen >= rank) return (uint64_t{1} << (b + 1)) - 1;
+  for (unsigned b = 0; b + 1 < SHMSEM_HIST_BUCKETS; b++) {
+    seen = add(seen, hist[b]);
+    if (seen >= rank) return hist_upper(b) - 1;
   }
   return ~uint64_t{0};
 }

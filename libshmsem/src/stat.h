@@ -6,7 +6,8 @@
 namespace shmsem::detail {
 
 int stat(shmsem_t *s, struct shmsem_stat *st);
-uint64_t wait_quantile(const struct shmsem_stat *st, double q);
+// Fill without the lock (the caller holds it, or cannot take it).
+void stat_fill(shmsem_t *s, struct shmsem_stat *st);
 
 }  // namespace shmsem::detail
 

@@ -241,6 +241,10 @@ void note_handoff(shmsem_t *s, uint64_t waited);
 
 // Record a completed wait of `ns` in the log2 histogram.
 void record_wait(shmsem_t *s, uint64_t ns);
+// Record the hold time of a lease granted at `since_ns` (coarse_ns()) that
+// is being released, in hold_hist. Atomic adds: the lock-free release
+// records too, without the lock.
+void record_hold(shmsem_t *s, uint64_t since_ns);
 
 // Slots granted under the lock, to wake after unlocking (a few; more are
 // woken at once, under the lock: rare).

@@ -163,6 +163,12 @@ struct shmsem_config {
 /* create without SHMSEM_EXCL: also use an existing semaphore owned by another
  * user (by default only one the caller's effective uid owns is used). */
 #define SHMSEM_ANY_OWNER (1u << 2)
+/* open: read the file once into private memory and show that moment (for
+ * shmsem_stat, shmsem_inspect, shmsem_check; implies SHMSEM_RDONLY). Needs
+ * only read permission, and a process that truncates or rewrites the file
+ * cannot crash the reader. The copy is made without the lock, so a busy
+ * semaphore's copy may be torn. */
+#define SHMSEM_SNAPSHOT (1u << 3)
 
 /*
  * Create the semaphore `name` ("/pool": one leading slash, no other, at most
@@ -186,7 +192,7 @@ int shmsem_create(const char *name, const struct shmsem_config *cfg, int flags,
 		  shmsem_t **out);
 
 /*
- * Attach to an existing semaphore. flags: 0 or SHMSEM_RDONLY.
+ * Attach to an existing semaphore. flags: 0, SHMSEM_RDONLY or SHMSEM_SNAPSHOT.
  * Errors: -ENOENT no such semaphore; -EINVAL bad name or flags; -EACCES no
  * permission; -EBADMSG not a shmsem segment (or not a regular file: a FIFO
  * under the name is refused without blocking), truncated, or not initialised;
@@ -489,8 +495,26 @@ int shmsem_shutdown(shmsem_t *s);
  */
 int shmsem_recover(shmsem_t *s);
 
-#define SHMSEM_HIST_BUCKETS 40 /* bucket b counts waits in [2^b, 2^(b+1)) ns;
-				  bucket 0 also counts waits of 0 ns */
+/*
+ * Histograms (wait and hold times, in ns) are log-linear, as HdrHistogram's:
+ * 8 buckets per power of two. Bucket b < 8 counts values of exactly b ns;
+ * above, the octave [2^e, 2^(e+1)) (e = 3..43) is cut into 8 equal buckets,
+ * so a bucket's width is at most 1/8 of its lower bound and its upper bound
+ * is within 12.5% of any value in it. The last bucket also counts every
+ * value from 2^44 ns (about 4.9 hours) on.
+ */
+#define SHMSEM_HIST_BUCKETS 336
+
+/* The bounds of bucket b: it counts values v with lower <= v < upper (the
+ * last one: v >= lower). Both UINT64_MAX if b >= SHMSEM_HIST_BUCKETS. */
+uint64_t shmsem_hist_lower_ns(unsigned b);
+uint64_t shmsem_hist_upper_ns(unsigned b);
+/* The bucket that counts `ns`. */
+unsigned shmsem_hist_bucket(uint64_t ns);
+/* Upper bound in ns of the q-quantile (0 < q <= 1) of the histogram `hist`
+ * (SHMSEM_HIST_BUCKETS counts): within 12.5% above the true value (up to
+ * 2^44 ns). 0 if it is empty or q is out of range. */
+uint64_t shmsem_hist_quantile(const uint64_t *hist, double q);
 
 struct shmsem_stat {
 	uint32_t permits;     /* the capacity now */
@@ -509,7 +533,15 @@ struct shmsem_stat {
 	uint64_t reclaimed_holders; /* permits reclaimed from dead owners */
 	uint64_t reclaimed_waiters; /* slots reclaimed from dead owners */
 	uint64_t repairs;           /* lock owner died; state was rebuilt */
+	/* Enqueue-to-grant times of acquires (an acquire that did not wait
+	 * counts 0 ns; CLOCK_MONOTONIC). */
 	uint64_t wait_hist[SHMSEM_HIST_BUCKETS];
+	/* Grant-to-release times of released leases (CLOCK_MONOTONIC_COARSE:
+	 * one clock tick, 1-4 ms, is the resolution; reclaimed leases are not
+	 * counted). */
+	uint64_t hold_hist[SHMSEM_HIST_BUCKETS];
+	uint64_t wait_sum_ns;  /* the sum of the waits wait_hist counts */
+	uint64_t hold_sum_ns;  /* the sum of the holds hold_hist counts */
 	uint32_t retiring;     /* held or reserved permits above the capacity,
 				  retired as they come back (a shrink) */
 	uint32_t rate;         /* rate limit as created: rate per rate_period_ns, */
@@ -525,9 +557,21 @@ struct shmsem_stat {
  * the handle is read-only, in which case the snapshot may be torn). */
 int shmsem_stat(shmsem_t *s, struct shmsem_stat *st);
 
-/* Upper bound in ns of the q-quantile (0 < q <= 1) of the wait histogram;
- * 0 if no acquisition was recorded. */
+/* shmsem_hist_quantile(st->wait_hist, q). */
 uint64_t shmsem_stat_wait_quantile(const struct shmsem_stat *st, double q);
+
+/*
+ * Declare how long the holder of `lease` expects to hold it (hold_ns from
+ * the grant; 0 withdraws a declaration). shmsem_inspect, `shmsem status`,
+ * `top` and the exporter then show the lease as overdue once it is held
+ * longer. Reporting only: a permit is never taken from a live holder, and
+ * nothing else changes. Any process with the token may declare; the last
+ * declaration counts. Errors: -EINVAL bad token, or hold_ns above 2^40 ns
+ * (about 12.7 days); -EALREADY the lease was released; -EBADF read-only
+ * handle.
+ */
+int shmsem_declare_hold(shmsem_t *s, const shmsem_lease_t *lease,
+			uint64_t hold_ns);
 
 /*
  * Verify every invariant (INV-PERMITS, INV-LOOSE, INV-ATTRIB, INV-GATE,

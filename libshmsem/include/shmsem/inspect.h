@@ -1,0 +1,156 @@
+/*
+ * <shmsem/inspect.h> — what monitors need: who holds the permits, who waits
+ * and for how long, which leases are overdue, and the leftovers of
+ * interrupted creates. Everything here only reads (except
+ * shmsem_remove_leftover); the semaphore's segment is treated as untrusted
+ * input: every index, count and link read from it is checked before use, and
+ * a damaged segment gives -EUCLEAN or a partial answer, never a crash.
+ *
+ * Return convention as in <shmsem/shmsem.h>: 0 or a count on success, a
+ * negative errno on failure.
+ */
+#ifndef SHMSEM_INSPECT_H
+#define SHMSEM_INSPECT_H
+
+#include <stdint.h>
+
+#include <shmsem/shmsem.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* What a process that owns a lease or a waiter slot looks like from here.
+ * DEAD only with proof (it exited, or its PID now names another process);
+ * UNKNOWN when this process cannot tell (hidden /proc, another PID
+ * namespace): the library counts UNKNOWN as alive and never reclaims it. */
+#define SHMSEM_OWNER_ALIVE 0u
+#define SHMSEM_OWNER_DEAD 1u
+#define SHMSEM_OWNER_UNKNOWN 2u
+
+/* shmsem_holder.flags */
+/* Granted to a waiter that has not returned from its acquire yet. */
+#define SHMSEM_HOLDER_RESERVED (1u << 0)
+/* Held longer than the holder declared (shmsem_declare_hold). Reporting
+ * only: the permit is never taken from a live holder. */
+#define SHMSEM_HOLDER_OVERDUE (1u << 1)
+
+/* One lease: the permits held under one token (a lease of n shows once,
+ * with weight n), or granted to a waiter still on its way out. */
+struct shmsem_holder {
+	uint32_t lease;      /* the lease record its token names */
+	uint32_t weight;     /* permits under the token */
+	int32_t pid;         /* the owner process */
+	uint32_t liveness;   /* SHMSEM_OWNER_* */
+	uint32_t flags;      /* SHMSEM_HOLDER_* */
+	uint32_t __pad;
+	uint64_t since_ns;   /* CLOCK_MONOTONIC_COARSE time of the grant */
+	uint64_t held_ns;    /* how long it has been held, at the snapshot */
+	uint64_t declared_ns; /* declared hold time (shmsem_declare_hold); 0 none */
+	uint64_t __reserved[2];
+};
+
+/* One queued waiter, in FIFO order. */
+struct shmsem_waiter_info {
+	uint32_t position;   /* 1: the next to be granted */
+	uint32_t slot;       /* its waiter slot */
+	uint64_t ticket;     /* its place in FIFO order, never reused */
+	uint32_t weight;     /* permits it asks for */
+	uint32_t reserved;   /* of those, set aside for it so far (the head's) */
+	int32_t pid;         /* the waiting process */
+	int32_t tid;         /* ... and thread */
+	uint32_t liveness;   /* SHMSEM_OWNER_* (of the waiting thread) */
+	uint32_t __pad;
+	uint64_t since_ns;   /* CLOCK_MONOTONIC time it queued */
+	uint64_t waited_ns;  /* how long it has waited, at the snapshot */
+	uint64_t __reserved[2];
+};
+
+/* shmsem_inspection.flags */
+/* The handle reads a live mapping without the lock (a read-only handle),
+ * and the snapshot kept changing under the reader: counts may disagree
+ * (held with the holders listed, say). */
+#define SHMSEM_INSPECT_TORN (1u << 0)
+/* The queue links disagreed with the slots; the order shown was rebuilt
+ * from the tickets (the order repair would use). Implies a torn read or a
+ * damaged segment. */
+#define SHMSEM_INSPECT_REBUILT (1u << 1)
+
+struct shmsem_inspection {
+	struct shmsem_stat stat;  /* as shmsem_stat() */
+	uint64_t now_ns;          /* CLOCK_MONOTONIC at the snapshot */
+	uint64_t now_coarse_ns;   /* CLOCK_MONOTONIC_COARSE at the snapshot */
+	uint64_t created_realtime_ns; /* CLOCK_REALTIME of creation */
+	uint32_t created_permits; /* the permits it was created with */
+	uint32_t flags;           /* SHMSEM_INSPECT_* */
+	uint32_t nholders;        /* leases there are (may exceed the buffer) */
+	uint32_t nwaiters;        /* waiters there are (may exceed the buffer) */
+	uint32_t overdue;         /* leases held past their declared time */
+	uint32_t overdue_permits; /* ... and the permits they hold */
+	uint64_t oldest_wait_since_ns;  /* the head's since_ns; 0 none waits */
+	uint64_t oldest_lease_since_ns; /* the oldest holder's since_ns; 0 none */
+	/* The segment file, as fstat(2) saw it when the handle was opened. */
+	uint32_t file_mode;       /* permission bits */
+	uint32_t file_uid;
+	uint32_t file_gid;
+	uint32_t __pad;
+	uint64_t __reserved[8];
+};
+
+/*
+ * Take a snapshot of `s`: its counters (as shmsem_stat), every lease and
+ * every queued waiter. Holders are filled into `holders` (by lease record),
+ * waiters into `waiters` (in queue order), at most max_holders and
+ * max_waiters of them; NULL with a maximum of 0 asks for none. Sizing both
+ * from shmsem_stat (max_permits, max_waiters) always suffices.
+ *
+ * Through a writable handle the snapshot is taken under the internal lock:
+ * consistent, except that lock-free acquires and releases (shmsem(7),
+ * "Without the lock") may happen during it. Through a read-only handle
+ * (SHMSEM_RDONLY) it reads the live mapping without the lock, repeats the
+ * read until two agree (a few times at most), and sets SHMSEM_INSPECT_TORN
+ * if they never did. Through a SHMSEM_SNAPSHOT handle it reads the copy
+ * made at open: consistent with itself, but it may have been torn while
+ * it was copied (SHMSEM_INSPECT_REBUILT says the queue was). The owners'
+ * liveness is judged now, by this process, as shmsem_recover would.
+ *
+ * Returns 0; -ENOBUFS if more holders or waiters exist than fit (the
+ * buffers hold the first ones, out->nholders and out->nwaiters the
+ * numbers needed, and everything else is filled in); -EINVAL a NULL `s` or
+ * `out`, or a NULL buffer with a non-zero maximum; -EUCLEAN the counters
+ * read contradict the geometry (a damaged segment; shmsem_check tells
+ * more). Allocates memory proportional to the geometry.
+ */
+int shmsem_inspect(shmsem_t *s, struct shmsem_inspection *out,
+		   struct shmsem_holder *holders, uint32_t max_holders,
+		   struct shmsem_waiter_info *waiters, uint32_t max_waiters);
+
+/*
+ * Leftovers: files an interrupted create of an older version left in
+ * /dev/shm under a temporary name (".shmsem-tmp-<pid>-..."). The current
+ * version never leaves any (its segments are built unnamed).
+ */
+struct shmsem_leftover {
+	char file[256];      /* its name in /dev/shm, without a '/' */
+	int32_t pid;         /* its creator, from the name; -1 none */
+	uint32_t creator_gone; /* 1: kill(pid, 0) failed with ESRCH */
+	uint64_t size;       /* bytes */
+	uint32_t uid;        /* the file's owner */
+	uint32_t __pad;
+};
+
+/* Fill up to `max` leftovers into `out` (sorted by name); returns how many
+ * there are (more than `max`: the first `max` are filled). Errors: -EINVAL
+ * NULL `out` with max > 0; -EACCES, -ENOENT, -ENOMEM reading /dev/shm. */
+int shmsem_leftovers(struct shmsem_leftover *out, uint32_t max);
+
+/* Unlink /dev/shm/<file> if it is a leftover whose creator provably does
+ * not exist (this PID namespace). Errors: -EINVAL not a leftover's name;
+ * -EBUSY its creator may be alive; -ENOENT; -EACCES. */
+int shmsem_remove_leftover(const char *file);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* SHMSEM_INSPECT_H */

@@ -1,0 +1,375 @@
+// shmsem_inspect: a snapshot of the counters, every lease and every queued
+// waiter, for monitors (<shmsem/inspect.h>). The segment is untrusted input
+// here as everywhere (docs/DESIGN.md §7a): every index, link and count read
+// from it is checked against the geometry the handle trusts, each record
+// joins at most one lease and each walk ends, whatever a writer put there.
+// docs/DESIGN.md §14.
+#include "inspect.h"
+
+#include <errno.h>
+#include <string.h>
+
+#include <algorithm>
+#include <map>
+#include <tuple>
+#include <vector>
+
+#include "clock.h"
+#include "declare.h"
+#include "handle.h"
+#include "lock.h"
+#include "owner.h"
+#include "stat.h"
+
+namespace shmsem::detail {
+namespace {
+
+// Fields changed under the lock are plain integers; a read-only reader
+// reads each once, atomically.
+template <typename T>
+T peek(const T &field) {
+  return __atomic_load_n(&field, __ATOMIC_RELAXED);
+}
+
+Owner read_owner(const Owner &o) {
+  Owner copy{};
+  copy.pid = peek(o.pid);
+  copy.tid = peek(o.tid);
+  copy.start = peek(o.start);
+  copy.ino = peek(o.ino);
+  copy.tino = peek(o.tino);
+  return copy;
+}
+
+bool same_owner(const Owner &a, const Owner &b) {
+  return a.pid == b.pid && a.tid == b.tid && a.start == b.start &&
+         a.ino == b.ino && a.tino == b.tino;
+}
+
+struct RawHolder {
+  uint32_t lease, weight;
+  bool reserved;
+  Owner owner;
+  uint64_t since, declared;
+  bool operator==(const RawHolder &o) const {
+    return lease == o.lease && weight == o.weight && reserved == o.reserved &&
+           same_owner(owner, o.owner) && since == o.since &&
+           declared == o.declared;
+  }
+};
+
+struct RawWaiter {
+  uint32_t slot, weight, reserved;
+  uint64_t ticket, since;
+  Owner owner;
+  bool operator==(const RawWaiter &o) const {
+    return slot == o.slot && weight == o.weight && reserved == o.reserved &&
+           ticket == o.ticket && since == o.since && same_owner(owner, o.owner);
+  }
+};
+
+struct Scan {
+  std::vector<RawHolder> holders;  // by lease record
+  std::vector<RawWaiter> waiters;  // queue order
+  bool rebuilt = false;
+  bool operator==(const Scan &o) const {
+    return holders == o.holders && waiters == o.waiters && rebuilt == o.rebuilt;
+  }
+};
+
+// A holder for record `l` (the one its token names) and `weight` permits.
+// A HELD_FAST record names its holder's process record.
+void add_holder(const shmsem_t *s, uint32_t l, uint64_t word, uint32_t weight,
+                Scan *out) {
+  const LeaseRecord &rec = s->leases[l];
+  const uint32_t state = word_state(word), p = word_proc(word);
+  if (state == kLeaseHeldFast && p >= s->max_procs) return;
+  RawHolder h{};
+  h.lease = l;
+  h.weight = weight;
+  h.reserved = state == kLeaseReserved;
+  h.owner = read_owner(state == kLeaseHeldFast ? s->procs[p].owner : rec.owner);
+  h.since = rec.since_ns.load(std::memory_order_relaxed);
+  h.declared = h.reserved ? 0
+                          : decl_for(s->declared[l].load(std::memory_order_relaxed),
+                                     word_gen(word));
+  out->holders.push_back(h);
+}
+
+// The records that are not free, one holder per lease. A weighted lease is
+// HELD records of one owner linked (LeaseRecord::link) from the one its
+// token names, which no other record links to; a reservation is the
+// RESERVED records linked from its slot's `lease`. What was granted to a
+// waiter that has not returned yet is a holder (reserved); what a queued
+// head has gathered so far is not a lease yet: it is counted in
+// (*reserved_for)[slot] and shown with the waiter. Each record joins at
+// most one holder (`taken`), so the walks visit each record at most once
+// and a loop of links ends. A HELD record no walk reached (a loop) is shown
+// alone; so is a RESERVED record on no slot's chain. RETIRED records are
+// nobody's.
+void scan_holders(const shmsem_t *s, Scan *out,
+                  std::vector<uint32_t> *reserved_for) {
+  const uint32_t n = s->permits, m = s->max_waiters;
+  // Each word read once: whether a link is followed depends on it.
+  std::vector<uint64_t> word(n);
+  for (uint32_t l = 0; l < n; l++)
+    word[l] = s->leases[l].word.load(std::memory_order_acquire);
+  auto state = [&word](uint32_t l) { return word_state(word[l]); };
+  auto link = [s](uint32_t l) { return peek(s->leases[l].link); };
+  std::vector<char> taken(n, 0);
+  // x (HELD) belongs to the lease of l (HELD): the library's rule
+  // (release.cc lease_chain), which ends a chain at a record of another
+  // owner.
+  auto part_of = [&](uint32_t l, uint32_t x) {
+    return x < n && !taken[x] && state(x) == kLeaseHeld &&
+           peek(s->leases[x].slot) == kMember &&
+           same_owner(read_owner(s->leases[x].owner),
+                      read_owner(s->leases[l].owner));
+  };
+  std::vector<char> linked(n, 0);
+  for (uint32_t l = 0; l < n; l++) {
+    if (state(l) != kLeaseHeld) continue;
+    uint32_t x = link(l);
+    if (x != l && part_of(l, x)) linked[x] = 1;
+  }
+  auto walk_lease = [&](uint32_t l) {
+    taken[l] = 1;
+    uint32_t weight = 1;
+    for (uint32_t x = link(l); part_of(l, x); x = link(x)) {
+      taken[x] = 1;
+      weight++;
+    }
+    add_holder(s, l, word[l], weight, out);
+  };
+  for (uint32_t l = 0; l < n; l++)
+    if (state(l) == kLeaseHeld && !linked[l]) walk_lease(l);
+  for (uint32_t l = 0; l < n; l++) {
+    if (state(l) == kLeaseHeld && !taken[l]) walk_lease(l);
+    if (state(l) == kLeaseHeldFast) {  // never weighted
+      taken[l] = 1;
+      add_holder(s, l, word[l], 1, out);
+    }
+  }
+  reserved_for->assign(m, 0);
+  for (uint32_t w = 0; w < m; w++) {
+    const WaiterSlot &ws = s->slots[w];
+    const uint32_t sw = ws.word.load(std::memory_order_acquire);
+    if (sw == kSlotFree) continue;
+    const uint32_t first = peek(ws.lease);
+    uint32_t count = 0;
+    for (uint32_t x = first; x < n && !taken[x] &&
+                             state(x) == kLeaseReserved &&
+                             peek(s->leases[x].slot) == w;
+         x = link(x)) {
+      taken[x] = 1;
+      count++;
+    }
+    if (count == 0) continue;
+    if (sw == kSlotWaiting)
+      (*reserved_for)[w] = count;
+    else
+      add_holder(s, first, word[first], count, out);
+  }
+  for (uint32_t l = 0; l < n; l++)
+    if (state(l) == kLeaseReserved && !taken[l])
+      add_holder(s, l, word[l], 1, out);
+  std::sort(out->holders.begin(), out->holders.end(),
+            [](const RawHolder &a, const RawHolder &b) { return a.lease < b.lease; });
+}
+
+RawWaiter make_waiter(const shmsem_t *s, uint32_t idx,
+                      const std::vector<uint32_t> &reserved_for) {
+  const WaiterSlot &ws = s->slots[idx];
+  RawWaiter w{};
+  w.slot = idx;
+  w.ticket = peek(ws.ticket);
+  w.weight = peek(ws.weight);
+  w.reserved = reserved_for[idx];
+  w.owner = read_owner(ws.owner);
+  w.since = ws.enq_ns.load(std::memory_order_relaxed);
+  return w;
+}
+
+// Follow core->head and slot.next. A walk that leaves the WAITING slots
+// (LEFT_QUEUED ones are still linked but nobody's waiter: not shown),
+// loops, or disagrees with core->waiting was torn by a concurrent change or
+// a writer: then the order is rebuilt from the tickets of all WAITING
+// slots, the order repair uses.
+void scan_waiters(const shmsem_t *s, const std::vector<uint32_t> &reserved_for,
+                  Scan *out) {
+  const uint32_t m = s->max_waiters;
+  const uint32_t waiting = s->core->waiting.load(std::memory_order_relaxed);
+  std::vector<char> seen(m, 0);
+  bool torn = false;
+  size_t left = 0;
+  uint32_t idx = peek(s->core->head);
+  while (idx != kNone) {
+    const uint32_t word =
+        idx < m ? s->slots[idx].word.load(std::memory_order_acquire) : 0;
+    if (idx >= m || seen[idx] ||
+        (word != kSlotWaiting && word != kSlotLeftQueued)) {
+      torn = true;
+      break;
+    }
+    seen[idx] = 1;
+    if (word == kSlotWaiting)
+      out->waiters.push_back(make_waiter(s, idx, reserved_for));
+    else
+      left++;
+    idx = peek(s->slots[idx].next);
+  }
+  if (torn || out->waiters.size() + left != waiting) {
+    out->waiters.clear();
+    for (uint32_t i = 0; i < m; i++)
+      if (s->slots[i].word.load(std::memory_order_acquire) == kSlotWaiting)
+        out->waiters.push_back(make_waiter(s, i, reserved_for));
+    std::sort(out->waiters.begin(), out->waiters.end(),
+              [](const RawWaiter &a, const RawWaiter &b) {
+                return a.ticket < b.ticket;
+              });
+    out->rebuilt = true;
+  }
+}
+
+void scan(shmsem_t *s, Scan *out, struct shmsem_stat *st) {
+  *out = Scan{};
+  stat_fill(s, st);
+  std::vector<uint32_t> reserved_for;  // by slot: what a queued head gathered
+  scan_holders(s, out, &reserved_for);
+  scan_waiters(s, reserved_for, out);
+}
+
+// How long a monitor waits for the lock before it reads without it: a
+// holder stopped by SIGSTOP or a debugger must not hang a scrape.
+constexpr uint64_t kInspectLockNs = 50'000'000;
+// A read-only reader repeats its read until two agree, this often at most.
+constexpr int kReadTries = 4;
+
+uint32_t liveness(Verdict v) {
+  return v == Verdict::kAlive  ? SHMSEM_OWNER_ALIVE
+         : v == Verdict::kDead ? SHMSEM_OWNER_DEAD
+                               : SHMSEM_OWNER_UNKNOWN;
+}
+
+// The owners' verdicts, judged after the snapshot (outside the lock: it
+// costs system calls) and once per distinct owner: a semaphore with many
+// holders usually has few processes.
+class Judge {
+ public:
+  explicit Judge(const shmsem_t *s) : can_(may_judge(s->pidns)) {}
+  uint32_t operator()(const Owner &o, bool is_slot) {
+    Key key{o.pid, o.tid, o.start, o.ino, o.tino, is_slot};
+    auto it = seen_.find(key);
+    if (it != seen_.end()) return it->second;
+    const uint32_t v =
+        liveness(can_ ? record_verdict(o, is_slot) : Verdict::kUnknown);
+    seen_.emplace(key, v);
+    return v;
+  }
+
+ private:
+  using Key = std::tuple<int32_t, int32_t, uint64_t, uint64_t, uint64_t, bool>;
+  bool can_;
+  std::map<Key, uint32_t> seen_;
+};
+
+}  // namespace
+
+int inspect(shmsem_t *s, struct shmsem_inspection *out,
+            struct shmsem_holder *holders, uint32_t max_holders,
+            struct shmsem_waiter_info *waiters, uint32_t max_waiters) {
+  if (!s || !out || (!holders && max_holders) || (!waiters && max_waiters))
+    return -EINVAL;
+  memset(out, 0, sizeof *out);
+  Scan sc;
+  bool torn = false;
+  if (s->snapshot) {
+    scan(s, &sc, &out->stat);  // a private copy: nothing changes it
+  } else if (!s->rdonly) {
+    const Limit limit{mono_ns() + kInspectLockNs, nullptr, false};
+    LockGuard guard(s, &limit);
+    if (!guard.error()) {
+      scan(s, &sc, &out->stat);
+    } else {
+      torn = true;  // read below, without the lock
+    }
+  }
+  if (s->rdonly && !s->snapshot) torn = true;
+  if (torn) {
+    Scan again;
+    struct shmsem_stat st2;
+    scan(s, &sc, &out->stat);
+    for (int i = 1; i < kReadTries && torn; i++) {
+      scan(s, &again, &st2);
+      torn = !(again == sc);
+      sc = std::move(again);
+      out->stat = st2;
+    }
+  }
+  out->now_ns = mono_ns();
+  out->now_coarse_ns = coarse_ns();
+  out->created_realtime_ns = peek(s->hdr->created_ns);
+  out->created_permits = peek(s->hdr->created_permits);
+  out->flags = (torn ? SHMSEM_INSPECT_TORN : 0) |
+               (sc.rebuilt ? SHMSEM_INSPECT_REBUILT : 0);
+  out->file_mode = s->file_mode;
+  out->file_uid = s->file_uid;
+  out->file_gid = s->file_gid;
+  out->nholders = uint32_t(sc.holders.size());
+  out->nwaiters = uint32_t(sc.waiters.size());
+
+  Judge judge(s);
+  const uint64_t now_c = out->now_coarse_ns, now = out->now_ns;
+  for (size_t i = 0; i < sc.holders.size(); i++) {
+    const RawHolder &r = sc.holders[i];
+    const uint64_t held = now_c > r.since ? now_c - r.since : 0;
+    const bool overdue = r.declared && held > r.declared;
+    if (overdue) {
+      out->overdue++;
+      out->overdue_permits += r.weight;
+    }
+    if (r.since && (!out->oldest_lease_since_ns ||
+                    r.since < out->oldest_lease_since_ns))
+      out->oldest_lease_since_ns = r.since;
+    if (i >= max_holders) continue;
+    struct shmsem_holder &h = holders[i];
+    memset(&h, 0, sizeof h);
+    h.lease = r.lease;
+    h.weight = r.weight;
+    h.pid = r.owner.pid;
+    h.liveness = judge(r.owner, false);
+    h.flags = (r.reserved ? SHMSEM_HOLDER_RESERVED : 0) |
+              (overdue ? SHMSEM_HOLDER_OVERDUE : 0);
+    h.since_ns = r.since;
+    h.held_ns = held;
+    h.declared_ns = r.declared;
+  }
+  if (!sc.waiters.empty()) out->oldest_wait_since_ns = sc.waiters[0].since;
+  for (size_t i = 0; i < sc.waiters.size() && i < max_waiters; i++) {
+    const RawWaiter &r = sc.waiters[i];
+    struct shmsem_waiter_info &w = waiters[i];
+    memset(&w, 0, sizeof w);
+    w.position = uint32_t(i + 1);
+    w.slot = r.slot;
+    w.ticket = r.ticket;
+    w.weight = r.weight;
+    w.reserved = r.reserved;
+    w.pid = r.owner.pid;
+    w.tid = r.owner.tid;
+    w.liveness = judge(r.owner, true);
+    w.since_ns = r.since;
+    w.waited_ns = now > r.since ? now - r.since : 0;
+  }
+  // Each counter alone is bounded by the geometry, however torn the read:
+  // past its bound, the segment was written by someone else.
+  const struct shmsem_stat &st = out->stat;
+  if (st.held > s->permits || st.available > s->permits ||
+      st.reserved > s->permits || st.retiring > s->permits ||
+      st.waiting > s->max_waiters || st.closed > 1)
+    return -EUCLEAN;
+  if (sc.holders.size() > max_holders || sc.waiters.size() > max_waiters)
+    return -ENOBUFS;
+  return 0;
+}
+
+}  // namespace shmsem::detail

@@ -349,7 +349,8 @@ TEST(Abi, PublicStructSizesArePinned) {
   EXPECT_EQ(sizeof(shmsem_config), 48u);
   EXPECT_EQ(sizeof(shmsem_cancel_t), 48u);
   EXPECT_EQ(sizeof(struct shmsem_stat),
-            32u + 8 * 8 + 2 * 8 * SHMSEM_HIST_BUCKETS + 2 * 8 + 64);
+            32u + 8 * 8 + 8 * SHMSEM_HIST_BUCKETS + 8 * SHMSEM_HOLD_BUCKETS +
+                2 * 8 + 64);
   EXPECT_EQ(sizeof(detail::LeaseRecord), 64u);
   EXPECT_EQ(sizeof(detail::WaiterSlot), 128u);
   EXPECT_EQ(offsetof(detail::WaiterSlot, owner), 64u) << "owner on line 2";

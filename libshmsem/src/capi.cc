@@ -260,6 +260,10 @@ SHMSEM_API uint64_t shmsem_hist_quantile(const uint64_t *hist, double q) {
   return d::hist_quantile(hist, q);
 }
 
+SHMSEM_API uint64_t shmsem_hold_bound_ns(unsigned b) {
+  return b < SHMSEM_HOLD_BUCKETS ? d::kHoldBoundNs[b] : ~uint64_t{0};
+}
+
 SHMSEM_API unsigned shmsem_hist_bucket(uint64_t ns) { return d::hist_bucket(ns); }
 
 SHMSEM_API uint64_t shmsem_hist_lower_ns(unsigned b) {

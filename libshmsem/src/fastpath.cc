@@ -160,6 +160,7 @@ uint32_t self_proc(shmsem_t *s) {
       ln.loose.store(kNone, std::memory_order_relaxed);
       ln.acquisitions.store(0, std::memory_order_relaxed);
     }
+    fold_holds(s, free_rec);  // nothing, unless a writer left counts there
     SHMSEM_HOOK(PROC_NAMED);
     pr.state.store(kProcUsed, std::memory_order_release);  // commit
     if (c->procs_hwm.load(std::memory_order_relaxed) <= free_rec)
@@ -267,6 +268,19 @@ int sweep_loose(shmsem_t *s) {
   // Under the lock: rare (a release crossed the opening of the gate).
   for (uint32_t i = 0; i < wk.n; i++) wake_slot(s, wk.slot[i]);
   return n;
+}
+
+void fold_holds(shmsem_t *s, uint32_t p) {
+  Core *c = s->core;
+  for (uint32_t ln = 0; ln < kLanes; ln++) {
+    LaneHold &h = s->holds[p * kLanes + ln];
+    stat_bump(c->hold_sum_ns, h.sum_ns.load(std::memory_order_relaxed));
+    h.sum_ns.store(0, std::memory_order_relaxed);
+    for (int b = 0; b < SHMSEM_HOLD_BUCKETS; b++) {
+      stat_bump(c->hold_hist[b], h.hist[b].load(std::memory_order_relaxed));
+      h.hist[b].store(0, std::memory_order_relaxed);
+    }
+  }
 }
 
 }  // namespace shmsem::detail

@@ -16,6 +16,7 @@
 
 #include "clock.h"
 #include "handle.h"
+#include "hist.h"
 #include "hooks.h"
 #include "owner.h"
 #include "tables.h"
@@ -75,6 +76,7 @@ inline int self_lane(int32_t pid) {
 struct Fast {
   uint32_t proc;
   Lane *lane;
+  LaneHold *hold;  // the lane's hold times
 };
 
 // The calling thread's process record and lane in `s`, if it has both.
@@ -89,8 +91,14 @@ inline bool fast_ctx(shmsem_t *s, Fast *f) {
   if (lane < 0) return false;
   f->proc = p;
   f->lane = &s->procs[p].lanes[lane];
+  f->hold = &s->holds[p * kLanes + uint32_t(lane)];
   return true;
 }
+
+// Under the lock: process record `p`'s lanes' hold times join the core's,
+// and the lanes start again from zero (its process is gone, or it is being
+// given to a new one).
+void fold_holds(shmsem_t *s, uint32_t p);
 
 // The releaser saw the gate open after freeing lease `l` (fastpath.cc).
 void hand_loose(shmsem_t *s, uint32_t l);
@@ -134,6 +142,17 @@ inline int fast_acquire(shmsem_t *s, shmsem_lease_t *lease) {
   return 0;
 }
 
+// Record the hold time of a lease granted at `since` (coarse_ns()) in the
+// releasing thread's lane: plain adds, only that thread writes them.
+inline void lane_hold(LaneHold *h, uint64_t since) {
+  const uint64_t now = coarse_ns();
+  const uint64_t ns = now > since ? now - since : 0;
+  std::atomic<uint64_t> &n = h->hist[hold_bucket(ns)];
+  n.store(n.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  h->sum_ns.store(h->sum_ns.load(std::memory_order_relaxed) + ns,
+                  std::memory_order_relaxed);
+}
+
 // 0 released, or 1: take the locked path (which gives every error). The
 // caller has checked the token's semaphore, index and reserved field.
 inline int fast_release(shmsem_t *s, const shmsem_lease_t *lease) {
@@ -164,7 +183,7 @@ inline int fast_release(shmsem_t *s, const shmsem_lease_t *lease) {
           std::memory_order_release, std::memory_order_relaxed))
     return 1;
   SHMSEM_HOOK(FAST_RELEASE_FREED);
-  record_hold(s, since);
+  lane_hold(f.hold, since);
   // Dekker with whoever opens the gate (unlock(): gate store, fence, sweep
   // of the lanes): either that sweep sees this lease LOOSE, or this load
   // sees the gate open and the lease goes to the head from here.

@@ -22,9 +22,8 @@ void record_wait(shmsem_t *s, uint64_t ns) {
 void record_hold(shmsem_t *s, uint64_t since_ns) {
   const uint64_t now = coarse_ns();
   const uint64_t ns = now > since_ns ? now - since_ns : 0;
-  Core *c = s->core;
-  c->hold_hist[hist_bucket(ns)].fetch_add(1, std::memory_order_relaxed);
-  c->hold_sum_ns.fetch_add(ns, std::memory_order_relaxed);
+  stat_bump(s->core->hold_hist[hold_bucket(ns)]);
+  stat_bump(s->core->hold_sum_ns, ns);
 }
 
 // The moving average of enqueue-to-grant times the head spins by

@@ -18,6 +18,7 @@ struct shmsem_handle {
   std::atomic<uint32_t> *used_slots;
   shmsem::detail::ProcRecord *procs;
   std::atomic<uint64_t> *declared;  // declared[permits] (layout.h decl_word)
+  shmsem::detail::LaneHold *holds;  // holds[max_procs * kLanes]
   uint32_t max_procs;
   uint32_t permits;
   uint32_t max_waiters;

@@ -36,6 +36,19 @@ inline uint64_t hist_upper(unsigned b) {
   return b + 1 < SHMSEM_HIST_BUCKETS ? hist_lower(b + 1) : ~uint64_t{0};
 }
 
+// Hold times: fixed buckets, each counting (previous bound, bound] ns.
+inline constexpr uint64_t kHoldBoundNs[SHMSEM_HOLD_BUCKETS] = {
+    1'000'000,      5'000'000,      10'000'000,      25'000'000,
+    50'000'000,     100'000'000,    250'000'000,     500'000'000,
+    1'000'000'000,  2'500'000'000,  10'000'000'000,  60'000'000'000,
+    300'000'000'000, 3'600'000'000'000, ~uint64_t{0}};
+
+inline unsigned hold_bucket(uint64_t ns) {
+  unsigned b = 0;
+  while (ns > kHoldBoundNs[b]) b++;  // the last bound is the largest value
+  return b;
+}
+
 // The q-quantile's bucket's largest value, from counts read out of the
 // segment (any value: sums saturate). 0 if empty or q outside (0, 1].
 uint64_t hist_quantile(const uint64_t *hist, double q);

@@ -127,6 +127,7 @@ struct Header {
   // declared[permits]: each record's declared hold time (shmsem_declare_hold;
   // decl_word() below). Reporting only; nothing in the protocol reads it.
   uint64_t declared_off;
+  uint64_t hold_off;  // holds[max_procs * kLanes] (LaneHold)
 };
 static_assert(sizeof(Header) <= 2 * kCacheLine);
 
@@ -285,14 +286,26 @@ struct alignas(kCacheLine) Core {
   std::atomic<uint64_t> reclaimed_holders;
   std::atomic<uint64_t> reclaimed_waiters;
   std::atomic<uint64_t> repairs;
-  // Log-linear histograms (hist.h). wait_hist and the counters above change
-  // under the lock; hold_hist and hold_sum_ns also on the lock-free release
-  // path, so every change of them is an atomic add.
+  // The wait histogram (log-linear, hist.h) and the hold histogram (fixed
+  // buckets) of the locked path and of process records reclaimed; the
+  // lock-free releases' holds are in the LaneHolds. Under the lock.
   std::atomic<uint64_t> wait_sum_ns;
   std::atomic<uint64_t> hold_sum_ns;
   std::atomic<uint64_t> wait_hist[SHMSEM_HIST_BUCKETS];
-  std::atomic<uint64_t> hold_hist[SHMSEM_HIST_BUCKETS];
+  std::atomic<uint64_t> hold_hist[SHMSEM_HOLD_BUCKETS];
 };
+
+// The hold times of one lane's lock-free releases: written only by the
+// lane's thread (plain relaxed load and store, as Lane::acquisitions), so a
+// release shares no line with other processes. Zero until first written:
+// tmpfs gives the pages only to lanes that release without the lock. Added
+// to the core's by the stat, and into it when the process record is
+// reclaimed.
+struct alignas(kCacheLine) LaneHold {
+  std::atomic<uint64_t> sum_ns;
+  std::atomic<uint64_t> hist[SHMSEM_HOLD_BUCKETS];
+};
+static_assert(sizeof(LaneHold) == 2 * kCacheLine);
 
 inline constexpr uint32_t kGateQueued = 1;
 inline constexpr uint32_t kGateClosed = 2;
@@ -310,7 +323,8 @@ inline constexpr size_t align_up(size_t v, size_t a) { return (v + a - 1) / a * 
 
 // Geometry of a segment for N permits and W waiter slots.
 struct Geometry {
-  uint64_t lease_off, slot_off, used_off, declared_off, proc_off, total_size;
+  uint64_t lease_off, slot_off, used_off, declared_off, proc_off, hold_off,
+      total_size;
   uint32_t max_procs;
 };
 inline Geometry geometry(uint32_t permits, uint32_t max_waiters) {
@@ -324,7 +338,8 @@ inline Geometry geometry(uint32_t permits, uint32_t max_waiters) {
   g.proc_off = align_up(g.declared_off + uint64_t{permits} * sizeof(uint64_t),
                         kCacheLine);
   g.max_procs = procs_for(max_waiters);
-  g.total_size = g.proc_off + uint64_t{g.max_procs} * sizeof(ProcRecord);
+  g.hold_off = g.proc_off + uint64_t{g.max_procs} * sizeof(ProcRecord);
+  g.total_size = g.hold_off + uint64_t{g.max_procs} * kLanes * sizeof(LaneHold);
   return g;
 }
 

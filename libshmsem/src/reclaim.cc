@@ -209,6 +209,7 @@ int reclaim_one(shmsem_t *s, const Candidate &cand, Wakes *wake) {
     }
     stat_bump(c->acquisitions, acquired);
     stat_bump(c->wait_hist[0], acquired);
+    fold_holds(s, cand.idx);
     pr.state.store(kProcFree, std::memory_order_release);  // commit
     // (Not counted: a record of the process, not a permit or a wait.)
   } else {

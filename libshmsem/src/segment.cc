@@ -111,6 +111,7 @@ int init_segment(void *base, const Build &b) {
   hdr->used_off = g.used_off;
   hdr->proc_off = g.proc_off;
   hdr->declared_off = g.declared_off;
+  hdr->hold_off = g.hold_off;
   hdr->max_procs = g.max_procs;
   hdr->created_permits = b.created;
   hdr->rate = b.rate;
@@ -145,6 +146,7 @@ shmsem_t *make_handle(void *base, size_t size, bool rdonly,
   s->used_slots = s->used_leases + hdr.permits;
   s->procs = reinterpret_cast<ProcRecord *>(b + hdr.proc_off);
   s->declared = reinterpret_cast<std::atomic<uint64_t> *>(b + hdr.declared_off);
+  s->holds = reinterpret_cast<LaneHold *>(b + hdr.hold_off);
   s->snapshot = false;
   s->file_mode = s->file_uid = s->file_gid = 0;
   s->max_procs = hdr.max_procs;
@@ -229,7 +231,7 @@ int segment_validate(const void *base, size_t size, Header *copy) {
   Geometry g = geometry(hdr.permits, hdr.max_waiters);
   if (hdr.lease_off != g.lease_off || hdr.slot_off != g.slot_off ||
       hdr.used_off != g.used_off || hdr.proc_off != g.proc_off ||
-      hdr.declared_off != g.declared_off ||
+      hdr.declared_off != g.declared_off || hdr.hold_off != g.hold_off ||
       hdr.max_procs != g.max_procs || hdr.total_size != g.total_size ||
       size != g.total_size)
     return -EBADMSG;

@@ -51,10 +51,10 @@ void stat_fill(shmsem_t *s, struct shmsem_stat *st) {
   st->reclaimed_holders = r64(c->reclaimed_holders);
   st->reclaimed_waiters = r64(c->reclaimed_waiters);
   st->repairs = r64(c->repairs);
-  for (int b = 0; b < SHMSEM_HIST_BUCKETS; b++) {
+  for (int b = 0; b < SHMSEM_HIST_BUCKETS; b++)
     st->wait_hist[b] = r64(c->wait_hist[b]);
+  for (int b = 0; b < SHMSEM_HOLD_BUCKETS; b++)
     st->hold_hist[b] = r64(c->hold_hist[b]);
-  }
   st->wait_sum_ns = r64(c->wait_sum_ns);
   st->hold_sum_ns = r64(c->hold_sum_ns);
   // The lock-free path's part, which the counters above do not hold: its
@@ -71,6 +71,12 @@ void stat_fill(shmsem_t *s, struct shmsem_stat *st) {
     if (s->procs[p].state.load(std::memory_order_relaxed) != kProcUsed)
       continue;
     for (const Lane &ln : s->procs[p].lanes) fast += r64(ln.acquisitions);
+    for (uint32_t ln = 0; ln < kLanes; ln++) {
+      const LaneHold &h = s->holds[p * kLanes + ln];
+      st->hold_sum_ns += r64(h.sum_ns);
+      for (int b = 0; b < SHMSEM_HOLD_BUCKETS; b++)
+        st->hold_hist[b] += r64(h.hist[b]);
+    }
   }
   st->acquisitions += fast;
   st->wait_hist[0] += fast;

@@ -239,11 +239,11 @@ inline void fill_token(shmsem_t *s, uint32_t l, uint64_t gen,
 // A waiter was granted after waiting `waited` ns: the head's spin adapts.
 void note_handoff(shmsem_t *s, uint64_t waited);
 
-// Record a completed wait of `ns` in the log2 histogram.
+// Record a completed wait of `ns` in the wait histogram.
 void record_wait(shmsem_t *s, uint64_t ns);
-// Record the hold time of a lease granted at `since_ns` (coarse_ns()) that
-// is being released, in hold_hist. Atomic adds: the lock-free release
-// records too, without the lock.
+// Record, under the lock, the hold time of a lease granted at `since_ns`
+// (coarse_ns()) that is being released (the lock-free release records in
+// its lane: fastpath.h lane_hold).
 void record_hold(shmsem_t *s, uint64_t since_ns);
 
 // Slots granted under the lock, to wake after unlocking (a few; more are

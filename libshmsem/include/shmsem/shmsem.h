@@ -505,6 +505,18 @@ int shmsem_recover(shmsem_t *s);
  */
 #define SHMSEM_HIST_BUCKETS 336
 
+/*
+ * Hold times (grant to release) are measured on CLOCK_MONOTONIC_COARSE, one
+ * clock tick (1-4 ms) at a time, into SHMSEM_HOLD_BUCKETS fixed buckets:
+ * bucket b counts holds h with shmsem_hold_bound_ns(b - 1) < h <=
+ * shmsem_hold_bound_ns(b): 1 ms, 5 ms, 10 ms, 25 ms, 50 ms, 100 ms, 250 ms,
+ * 500 ms, 1 s, 2.5 s, 10 s, 1 min, 5 min, 1 h, and UINT64_MAX (the rest).
+ * The lock-free release records into its thread's own counters (no shared
+ * write), which shmsem_stat adds up.
+ */
+#define SHMSEM_HOLD_BUCKETS 15
+uint64_t shmsem_hold_bound_ns(unsigned b); /* UINT64_MAX from the last on */
+
 /* The bounds of bucket b: it counts values v with lower <= v < upper (the
  * last one: v >= lower). Both UINT64_MAX if b >= SHMSEM_HIST_BUCKETS. */
 uint64_t shmsem_hist_lower_ns(unsigned b);
@@ -536,10 +548,10 @@ struct shmsem_stat {
 	/* Enqueue-to-grant times of acquires (an acquire that did not wait
 	 * counts 0 ns; CLOCK_MONOTONIC). */
 	uint64_t wait_hist[SHMSEM_HIST_BUCKETS];
-	/* Grant-to-release times of released leases (CLOCK_MONOTONIC_COARSE:
-	 * one clock tick, 1-4 ms, is the resolution; reclaimed leases are not
-	 * counted). */
-	uint64_t hold_hist[SHMSEM_HIST_BUCKETS];
+	/* Grant-to-release times of released leases, one per lease (a lease
+	 * of n counts once), in the fixed buckets of shmsem_hold_bound_ns;
+	 * reclaimed leases are not counted. */
+	uint64_t hold_hist[SHMSEM_HOLD_BUCKETS];
 	uint64_t wait_sum_ns;  /* the sum of the waits wait_hist counts */
 	uint64_t hold_sum_ns;  /* the sum of the holds hold_hist counts */
 	uint32_t retiring;     /* held or reserved permits above the capacity,

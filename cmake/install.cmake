@@ -17,6 +17,7 @@ install(TARGETS shmsem shmsem_static
 set(SHMSEM_INSTALL_HEADERS
     ${PROJECT_SOURCE_DIR}/libshmsem/include/shmsem/shmsem.h
     ${PROJECT_SOURCE_DIR}/libshmsem/include/shmsem/uring.h
+    ${PROJECT_SOURCE_DIR}/libshmsem/include/shmsem/inspect.h
     ${PROJECT_BINARY_DIR}/include/shmsem/version.h)
 if(EXISTS ${PROJECT_SOURCE_DIR}/libshmsem/include/shmsem/shmsem.hpp)
   list(APPEND SHMSEM_INSTALL_HEADERS  # the C++ Lease wrapper

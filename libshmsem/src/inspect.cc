@@ -367,7 +367,8 @@ int inspect(shmsem_t *s, struct shmsem_inspection *out,
       st.reserved > s->permits || st.retiring > s->permits ||
       st.waiting > s->max_waiters || st.closed > 1)
     return -EUCLEAN;
-  if (sc.holders.size() > max_holders || sc.waiters.size() > max_waiters)
+  if ((max_holders || max_waiters) &&
+      (sc.holders.size() > max_holders || sc.waiters.size() > max_waiters))
     return -ENOBUFS;
   return 0;
 }

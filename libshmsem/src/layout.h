@@ -132,16 +132,20 @@ struct Header {
 static_assert(sizeof(Header) <= 2 * kCacheLine);
 
 // A declared hold time: the low 24 bits of the generation it was declared
-// for, and up to 2^40 - 1 ns. Stale (another generation) once the lease is
-// released and granted again, so a grant never has to clear it.
+// for, and up to 2^40 - 1 us (12.7 days; rounded up to whole us). Stale
+// (another generation) once the lease is released and granted again, so a
+// grant never has to clear it.
 inline constexpr uint32_t kDeclBits = 40;
-inline constexpr uint64_t kMaxDeclaredNs = (uint64_t{1} << kDeclBits) - 1;
+inline constexpr uint64_t kDeclMask = (uint64_t{1} << kDeclBits) - 1;
+inline constexpr uint64_t kMaxDeclaredNs = SHMSEM_MAX_DECLARED_NS;
+static_assert(kMaxDeclaredNs == kDeclMask * 1000);
 inline constexpr uint64_t decl_word(uint64_t gen, uint64_t hold_ns) {
-  return (gen & 0xff'ffff) << kDeclBits | (hold_ns & kMaxDeclaredNs);
+  return (gen & 0xff'ffff) << kDeclBits | ((hold_ns + 999) / 1000 & kDeclMask);
 }
-// The hold time declared for generation `gen`, or 0.
+// The hold time (ns) declared for generation `gen`, or 0.
 inline constexpr uint64_t decl_for(uint64_t word, uint64_t gen) {
-  return (word >> kDeclBits) == (gen & 0xff'ffff) ? word & kMaxDeclaredNs : 0;
+  return (word >> kDeclBits) == (gen & 0xff'ffff) ? (word & kDeclMask) * 1000
+                                                   : 0;
 }
 
 struct alignas(kCacheLine) LeaseRecord {

@@ -42,7 +42,7 @@ expect_rc 0 env LD_LIBRARY_PATH="$LIBDIR" "$TMP/worker-pool-c/worker-pool" -p 2 
 expect_out "5 jobs done, 0 stopped, 0 failed"
 # (Captured first: `ldd | grep -q` fails under pipefail when grep exits early.)
 loaded=$(env LD_LIBRARY_PATH="$LIBDIR" ldd "$TMP/worker-pool-c/worker-pool")
-[[ $loaded == *"$LIBDIR/libshmsem.so.1"* ]] ||
+[[ $loaded == *"$LIBDIR/libshmsem.so.2"* ]] ||
 	fail "worker-pool does not load the installed libshmsem: $loaded"
 
 # The C++ example: find_package(shmsem CONFIG) with CMAKE_PREFIX_PATH.

@@ -106,29 +106,35 @@ struct shmsem_inspection {
  *
  * Through a writable handle the snapshot is taken under the internal lock:
  * consistent, except that lock-free acquires and releases (shmsem(7),
- * "Without the lock") may happen during it. Through a read-only handle
+ * "Without the lock") may happen during it; if the lock cannot be had
+ * within 50 ms (its holder is stopped, say), it is read as through a
+ * read-only handle. Through a read-only handle
  * (SHMSEM_RDONLY) it reads the live mapping without the lock, repeats the
  * read until two agree (a few times at most), and sets SHMSEM_INSPECT_TORN
  * if they never did. Through a SHMSEM_SNAPSHOT handle it reads the copy
  * made at open: consistent with itself, but it may have been torn while
- * it was copied (SHMSEM_INSPECT_REBUILT says the queue was). The owners'
+ * it was copied (SHMSEM_INSPECT_REBUILT says the queue was;
+ * SHMSEM_INSPECT_TORN is never set). The owners'
  * liveness is judged now, by this process, as shmsem_recover would.
  *
- * Returns 0; -ENOBUFS if more holders or waiters exist than fit (the
- * buffers hold the first ones, out->nholders and out->nwaiters the
- * numbers needed, and everything else is filled in); -EINVAL a NULL `s` or
- * `out`, or a NULL buffer with a non-zero maximum; -EUCLEAN the counters
- * read contradict the geometry (a damaged segment; shmsem_check tells
- * more). Allocates memory proportional to the geometry.
+ * Returns 0; -ENOBUFS if more holders or waiters exist than fit in
+ * buffers that were given (the buffers hold the first ones, out->nholders
+ * and out->nwaiters the numbers needed, and everything else is filled in;
+ * with both maxima 0 the call only counts, and returns 0); -EINVAL a NULL
+ * `s` or `out`, or a NULL buffer with a non-zero maximum; -EUCLEAN a
+ * counter read is beyond what the geometry allows (a damaged segment;
+ * everything is still filled in; shmsem_check tells more); -EXDEV a
+ * writable handle from another PID namespace. Allocates memory
+ * proportional to the geometry.
  */
 int shmsem_inspect(shmsem_t *s, struct shmsem_inspection *out,
 		   struct shmsem_holder *holders, uint32_t max_holders,
 		   struct shmsem_waiter_info *waiters, uint32_t max_waiters);
 
 /*
- * Leftovers: files an interrupted create of an older version left in
- * /dev/shm under a temporary name (".shmsem-tmp-<pid>-..."). The current
- * version never leaves any (its segments are built unnamed).
+ * Leftovers: files an interrupted create left in /dev/shm under a temporary
+ * name (".shmsem-tmp-<pid>-..."): every create of older versions, and this
+ * one's only where O_TMPFILE cannot be used (shmsem_create(3)).
  */
 struct shmsem_leftover {
 	char file[256];      /* its name in /dev/shm, without a '/' */
@@ -145,8 +151,10 @@ struct shmsem_leftover {
 int shmsem_leftovers(struct shmsem_leftover *out, uint32_t max);
 
 /* Unlink /dev/shm/<file> if it is a leftover whose creator provably does
- * not exist (this PID namespace). Errors: -EINVAL not a leftover's name;
- * -EBUSY its creator may be alive; -ENOENT; -EACCES. */
+ * not exist (this PID namespace). Errors: -EINVAL not a leftover's name or
+ * not a regular file; -EBUSY its creator may be alive, or the name has no
+ * PID; -ENOENT; -EACCES, -EPERM (another user's file in the sticky
+ * /dev/shm). */
 int shmsem_remove_leftover(const char *file);
 
 #ifdef __cplusplus

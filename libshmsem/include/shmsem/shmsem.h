@@ -496,12 +496,12 @@ int shmsem_shutdown(shmsem_t *s);
 int shmsem_recover(shmsem_t *s);
 
 /*
- * Histograms (wait and hold times, in ns) are log-linear, as HdrHistogram's:
- * 8 buckets per power of two. Bucket b < 8 counts values of exactly b ns;
- * above, the octave [2^e, 2^(e+1)) (e = 3..43) is cut into 8 equal buckets,
- * so a bucket's width is at most 1/8 of its lower bound and its upper bound
- * is within 12.5% of any value in it. The last bucket also counts every
- * value from 2^44 ns (about 4.9 hours) on.
+ * The wait histogram (in ns) is log-linear, as HdrHistogram's: 8 buckets
+ * per power of two. Bucket b < 8 counts values of exactly b ns; above, the
+ * octave [2^e, 2^(e+1)) (e = 3..43) is cut into 8 equal buckets, so a
+ * bucket's width is at most 1/8 of its lower bound and its largest value is
+ * within 12.5% of any value in it. The last bucket, from 15 * 2^40 ns
+ * (about 4.6 hours) on, has no upper bound.
  */
 #define SHMSEM_HIST_BUCKETS 336
 
@@ -523,9 +523,11 @@ uint64_t shmsem_hist_lower_ns(unsigned b);
 uint64_t shmsem_hist_upper_ns(unsigned b);
 /* The bucket that counts `ns`. */
 unsigned shmsem_hist_bucket(uint64_t ns);
-/* Upper bound in ns of the q-quantile (0 < q <= 1) of the histogram `hist`
- * (SHMSEM_HIST_BUCKETS counts): within 12.5% above the true value (up to
- * 2^44 ns). 0 if it is empty or q is out of range. */
+/* Upper bound in ns of the q-quantile (0 < q <= 1) of the log-linear
+ * histogram `hist` (SHMSEM_HIST_BUCKETS counts, e.g. wait_hist; not
+ * hold_hist): the largest value of the bucket it falls in, at most 12.5%
+ * above the true value; UINT64_MAX in the last bucket. 0 if it is empty (or
+ * every value was 0) or q is out of range. */
 uint64_t shmsem_hist_quantile(const uint64_t *hist, double q);
 
 struct shmsem_stat {
@@ -577,11 +579,13 @@ uint64_t shmsem_stat_wait_quantile(const struct shmsem_stat *st, double q);
  * the grant; 0 withdraws a declaration). shmsem_inspect, `shmsem status`,
  * `top` and the exporter then show the lease as overdue once it is held
  * longer. Reporting only: a permit is never taken from a live holder, and
- * nothing else changes. Any process with the token may declare; the last
- * declaration counts. Errors: -EINVAL bad token, or hold_ns above 2^40 ns
- * (about 12.7 days); -EALREADY the lease was released; -EBADF read-only
- * handle.
+ * nothing else changes. Kept in microseconds (rounded up). Any process with
+ * the token may declare; the last declaration counts. Errors: -EINVAL bad
+ * token, or hold_ns above SHMSEM_MAX_DECLARED_NS (about 12.7 days);
+ * -EALREADY the lease was released; -EBADF read-only handle; -EXDEV a
+ * handle from another PID namespace.
  */
+#define SHMSEM_MAX_DECLARED_NS (((uint64_t)1 << 40) * 1000 - 1000)
 int shmsem_declare_hold(shmsem_t *s, const shmsem_lease_t *lease,
 			uint64_t hold_ns);
 

@@ -1,8 +1,11 @@
 #!/bin/sh
-# Run every benchmark once and print one table (bench/report.py).
+# Run every benchmark once, print one table (bench/report.py) and draw the
+# contention plots (bench/plot.py: throughput and worst wait against K, every
+# contender, unpinned and pinned) into $SHMSEM_BENCH_PLOTS (default: bench/plots,
+# the committed ones; see RESULTS.md). Needs gnuplot (Debian gnuplot-nox).
 # Usage: bench/run.sh BUILD_DIR     (e.g. `make bench` runs bench/run.sh build)
 # Takes about two and a half minutes on 2 CPUs. Extra arguments go to the benchmark
-# binary (e.g. --benchmark_filter=Contention).
+# binary (e.g. --benchmark_filter=Contention; the plots need BM_Contention).
 set -eu
 
 if [ $# -lt 1 ]; then
@@ -17,6 +20,12 @@ if [ ! -x "$bin" ]; then
 	echo "$0: $bin not found; configure with -DSHMSEM_BENCH=ON and build it" >&2
 	exit 1
 fi
+plots=${SHMSEM_BENCH_PLOTS:-$here/plots}
+# Fail before the run, not after it.
+if ! command -v gnuplot >/dev/null 2>&1; then
+	echo "$0: gnuplot not found; it draws the plots: install the Debian package gnuplot-nox (scripts/install-deps does)" >&2
+	exit 1
+fi
 
 json=$(mktemp /tmp/shmsem-bench-XXXXXX.json)
 log=${json%.json}.log
@@ -28,6 +37,12 @@ if ! "$bin" --benchmark_min_time=0.2 \
 	exit 1
 fi
 python3 "$here/report.py" "$json"
+echo
+if grep -q '"name": "BM_Contention<' "$json"; then
+	python3 "$here/plot.py" "$json" "$plots"
+else
+	echo "plots: none drawn (no BM_Contention in this run)"
+fi
 # Problems a benchmark reported on stderr (not timings), e.g. a failed call.
 if grep -q '^bench:' "$log"; then
 	echo

@@ -145,7 +145,16 @@ int acquire(shmsem_t *s, uint32_t weight, const timespec *deadline_ts,
     int e = deadline_ns(deadline_ts, &deadline);
     if (e) return e;
   }
-  if (cancel && cancel_fired(cancel)) return -ECANCELED;
+  if (cancel && cancel_fired(cancel)) {
+    // Counted as a cancellation, under the lock, as waiter_start_by counts
+    // a deadline already past. The fired handle in the limit gives the lock
+    // up once its holder was judged (about a millisecond), uncounted.
+    if (s->rdonly) return -EBADF;
+    const Limit fired{0, cancel, false};
+    LockGuard guard(s, &fired);
+    if (!guard.error()) stat_bump(s->core->cancellations);
+    return -ECANCELED;
+  }
   const bool expired = deadline_ts && mono_ns() >= deadline;
   // Every step that may wait on another process (the lock, a reclamation
   // pass) stops at the caller's limit; see limit.h.

@@ -38,13 +38,17 @@ void note_handoff(shmsem_t *s, uint64_t waited) {
 }
 
 // Slot `w`, left by its owner, unlinked, its reservation dropped, goes back
-// to the free list. A waiter that left is counted as timed out whatever
-// ended its wait (it could not count itself: that takes the lock). If it
-// held the watcher role, the role passes on now (a wake under the lock:
+// to the free list. The waiter could not count its outcome (that takes the
+// lock): it said why it left (left_why), and it is counted here, once. If
+// it held the watcher role, the role passes on now (a wake under the lock:
 // rare).
 void free_left(shmsem_t *s, uint32_t w) {
+  const uint32_t why = __atomic_load_n(&s->slots[w].left_why, __ATOMIC_RELAXED);
   slot_free(s, w);  // commit
-  stat_bump(s->core->timeouts);
+  if (why == kLeftCancelled)
+    stat_bump(s->core->cancellations);
+  else if (why != kLeftCounted)
+    stat_bump(s->core->timeouts);
   uint32_t nw = watcher_leave(s, w);
   if (nw != kNone) wake_slot(s, nw);
 }

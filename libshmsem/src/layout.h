@@ -75,6 +75,11 @@ enum SlotState : uint32_t {
   kSlotLeftQueued = 0x534c'0006u,
   kSlotLeft = 0x534c'0007u,
 };
+enum LeftWhy : uint32_t {
+  kLeftTimedOut = 0,  // counted in timeouts (also any other value)
+  kLeftCancelled = 1,  // -ECANCELED or -EINTR: counted in cancellations
+  kLeftCounted = 2,  // CANCELLED or CLOSED before: counted already
+};
 inline bool slot_left(uint32_t word) {
   return word == kSlotLeftQueued || word == kSlotLeft;
 }
@@ -213,6 +218,10 @@ struct alignas(kCacheLine) WaiterSlot {
   // it so far (`lease` heads their chain; rebuildable). Section 13.
   uint32_t weight;
   uint32_t got;
+  // Why the owner left without the lock (LeftWhy), written by the owner
+  // before its CAS to LEFT / LEFT_QUEUED (which publishes it): the lock
+  // holder that frees the slot counts the outcome (grant.cc free_left).
+  uint32_t left_why;
   alignas(kCacheLine) Owner owner;
 };
 static_assert(sizeof(WaiterSlot) == 2 * kCacheLine);

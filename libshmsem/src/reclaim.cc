@@ -157,6 +157,8 @@ int reclaim_one(shmsem_t *s, const Candidate &cand, Wakes *wake) {
     // Granted to a waiter that died before returning, or reserved for a
     // head that died gathering: the permits go on.
     const bool granted = word == kSlotGranted && ws.lease != kNone;
+    // A grant of n permits (a weighted wait) counts n, as a lease of n.
+    const uint32_t got = std::min(std::max(ws.got, 1u), s->permits);
     drop_reservation(s, cand.idx, wake);
     slot_free(s, cand.idx);  // commit
     uint32_t nw = watcher_leave(s, cand.idx);
@@ -164,8 +166,8 @@ int reclaim_one(shmsem_t *s, const Candidate &cand, Wakes *wake) {
     stat_bump(c->reclaimed_waiters);
     n++;
     if (granted) {
-      stat_bump(c->reclaimed_holders);
-      n++;
+      stat_bump(c->reclaimed_holders, got);
+      n += int(got);
     }
   } else if (cand.kind == Kind::kFastLease) {
     // Held under the record of a dead process: lock it in as that

@@ -113,9 +113,10 @@ void repair(shmsem_t *s) {
       if (word == kSlotWaiting &&
           ws.word.compare_exchange_strong(word, kSlotClosed,
                                           std::memory_order_release,
-                                          std::memory_order_relaxed))
+                                          std::memory_order_relaxed)) {
         wake.push_back(w);
-      else
+        stat_bump(c->shutdown_failures);  // as shutdown would have
+      } else
         ws.word.store(kSlotLeft, std::memory_order_release);
     } else if (word == kSlotWaiting || word == kSlotLeftQueued) {
       if (got && (__atomic_load_n(&ws.ticket, __ATOMIC_RELAXED) !=

@@ -200,12 +200,13 @@ int leave_unlocked(shmsem_t *s, const Waiter &w, int err) {
   std::atomic<uint32_t> &word = *waiter_word(s, w);
   uint32_t v = word.load(std::memory_order_acquire);
   SHMSEM_HOOK(WAIT_LEAVING);
+  const uint32_t why = err == -ETIMEDOUT ? kLeftTimedOut : kLeftCancelled;
   for (;;) {
     uint32_t to = kSlotLeft;
     int r = err;
     switch (v) {
       case kSlotWaiting: to = kSlotLeftQueued; break;
-      case kSlotGranted: break;
+      case kSlotGranted: break;  // given up: the caller's outcome
       case kSlotCancelled: r = -ECANCELED; break;
       case kSlotClosed: r = -ESHUTDOWN; break;
       default:
@@ -213,6 +214,9 @@ int leave_unlocked(shmsem_t *s, const Waiter &w, int err) {
         // finish_slot()); leave it alone.
         return -ENOTRECOVERABLE;
     }
+    // Its canceller or the shutdown counted a CANCELLED or CLOSED slot.
+    __atomic_store_n(&s->slots[w.slot].left_why,
+                     r == err ? why : uint32_t{kLeftCounted}, __ATOMIC_RELAXED);
     // Acquire on failure: a GRANTED that beat us is read with its lease.
     if (word.compare_exchange_strong(v, to, std::memory_order_acq_rel,
                                      std::memory_order_acquire))

@@ -8,6 +8,7 @@
 #include <pthread.h>
 #include <shmsem/shmsem.h>
 #include <signal.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -728,6 +729,334 @@ TEST(Counters, RepairsCountEachTakeoverOfTheLockFromADeadHolder) {
     EXPECT_INVARIANTS(s);
     c.expect("check", {});
   }
+}
+
+// --- waiters that leave the queue without the lock ------------------------------
+
+// A waiter whose limit runs out while another process holds the segment
+// lock leaves without it (waiter.cc leave_unlocked): it cannot count its
+// outcome, so it records why in its slot, and the lock holder that frees the
+// slot later counts it (grant.cc free_left). The regression: every such slot
+// was counted as a timeout, whatever ended the wait and whether or not it
+// had been counted already.
+//
+// The lock is held by a child stopped (SIGSTOP) at RELEASE_LOCKED inside
+// the release of its lease of every permit (HELD records: that release
+// takes the lock); SIGCONT lets it go on, and that release passes the
+// permits, sweeping a head that left on the way.
+struct LockHolder {
+  std::atomic<int> ready{0};
+  std::atomic<int> go{0};
+};
+
+std::atomic<bool> g_stop_armed{false};
+void stop_at_release_locked(HookPoint p, void *) {
+  if (p == HookPoint::RELEASE_LOCKED && g_stop_armed.exchange(false))
+    raise(SIGSTOP);
+}
+
+// Spawn before any thread or HookGate of the test exists: the child must
+// not inherit a hook or a lock of them.
+pid_t spawn_lock_holder(Children &kids, shmsem_t *s, uint32_t n,
+                        LockHolder *h) {
+  pid_t k = kids.spawn([s, n, h] {
+    shmsem_lease_t l;
+    if (shmsem_acquire_n(s, n, &l) != 0) return 1;
+    h->ready = 1;
+    if (!wait_until([h] { return h->go.load() == 1; },
+                    std::chrono::seconds(60)))
+      return 2;
+    g_stop_armed = true;
+    testing::set_hook(stop_at_release_locked, nullptr);
+    int r = shmsem_release(s, &l);
+    testing::set_hook(nullptr, nullptr);
+    return r == 0 ? 0 : 3;
+  });
+  EXPECT_TRUE(wait_until([h] { return h->ready.load() == 1; }));
+  return k;
+}
+
+// Sends the holder into its release; true once it is stopped in it with the
+// lock held. (No shmsem_stat until it goes on: that takes the lock.)
+bool holder_stops_with_the_lock(pid_t k, LockHolder *h) {
+  h->go = 1;
+  return wait_until([k] {
+    int st = 0;
+    return waitpid(k, &st, WNOHANG | WUNTRACED) == k && WIFSTOPPED(st);
+  });
+}
+
+// Not a regression (it was right before too): pins that the deadline case
+// still counts one timeout, in the sweeping lock holder.
+TEST(Counters, WaiterLeavingWithoutTheLockAtItsDeadlineCountsOneTimeout) {
+  Segment seg(2);
+  shmsem_t *s = seg.get();
+  Children kids;
+  Shared<LockHolder> h;
+  pid_t k = spawn_lock_holder(kids, s, 2, &*h);
+  Counters c(s);  // the holder's acquisition is counted already
+  ManualClock clock;
+  HookGate gate;
+  int leaving = gate.arm(HookPoint::WAIT_LEAVING, 1);
+  timespec deadline = clock.deadline_in(5 * kMs);
+  WaiterThread t;
+  t.start(1, [&](shmsem_lease_t *l) {
+    return shmsem_acquire_until(s, &deadline, l);
+  });
+  ASSERT_TRUE(waiting_is(s, 1));
+  c.expect("queued", {});
+  ASSERT_TRUE(holder_stops_with_the_lock(k, &*h));
+  clock.advance(10 * kMs);
+  ASSERT_TRUE(gate.wait_arrived(leaving));  // lock still held: leaves without
+  gate.resume(leaving);
+  t.join();
+  EXPECT_EQ(t.result, -ETIMEDOUT);
+  ASSERT_EQ(kill(k, SIGCONT), 0);
+  ASSERT_EQ(kids.wait(k), 0);  // its release swept the slot left queued
+  c.expect("left at its deadline, swept by the releaser", {{kTimeouts, 1}});
+  EXPECT_COUNTS(s, 2, 0, 0, 0);
+  EXPECT_INVARIANTS(s);
+}
+
+TEST(Counters, WaiterLeavingWithoutTheLockOnItsFiredHandleCountsACancellation) {
+  Segment seg(2);
+  shmsem_t *s = seg.get();
+  Children kids;
+  Shared<LockHolder> h;
+  pid_t k = spawn_lock_holder(kids, s, 2, &*h);
+  Counters c(s);
+  HookGate gate;
+  int queued = gate.arm(HookPoint::ACQUIRE_ENQUEUED, 1);
+  int leaving = gate.arm(HookPoint::WAIT_LEAVING, 1);
+  shmsem_cancel_t cancel;
+  shmsem_cancel_init(&cancel);
+  WaiterThread t;
+  t.start(1, [&](shmsem_lease_t *l) {
+    return shmsem_acquire_ex(s, nullptr, &cancel, 0, l);
+  });
+  ASSERT_TRUE(gate.wait_arrived(queued));
+  // Fired before the waiter armed it: no canceller takes the slot; the
+  // waiter withdraws itself, and finds the lock held.
+  shmsem_cancel(&cancel);
+  c.expect("queued; handle fired before arm", {});
+  ASSERT_TRUE(holder_stops_with_the_lock(k, &*h));
+  gate.resume(queued);
+  ASSERT_TRUE(gate.wait_arrived(leaving));
+  gate.resume(leaving);
+  t.join();
+  EXPECT_EQ(t.result, -ECANCELED);
+  ASSERT_EQ(kill(k, SIGCONT), 0);
+  ASSERT_EQ(kids.wait(k), 0);
+  c.expect("left on its fired handle, swept by the releaser",
+           {{kCancellations, 1}});
+  EXPECT_COUNTS(s, 2, 0, 0, 0);
+  EXPECT_INVARIANTS(s);
+}
+
+TEST(Counters, WaiterLeavingWithoutTheLockOnASignalCountsACancellation) {
+  struct sigaction sa {};
+  sa.sa_handler = on_signal;  // no SA_RESTART
+  sigaction(SIGUSR1, &sa, nullptr);
+  Segment seg(2);
+  shmsem_t *s = seg.get();
+  Children kids;
+  Shared<LockHolder> h;
+  pid_t k = spawn_lock_holder(kids, s, 2, &*h);
+  Counters c(s);
+  HookGate gate;
+  int leaving = gate.arm(HookPoint::WAIT_LEAVING, 1);
+  WaiterThread t;
+  t.start(1, [&](shmsem_lease_t *l) {
+    return shmsem_acquire_ex(s, nullptr, nullptr, SHMSEM_WAIT_INTERRUPTIBLE, l);
+  });
+  ASSERT_TRUE(waiting_is(s, 1));
+  c.expect("queued", {});
+  ASSERT_TRUE(holder_stops_with_the_lock(k, &*h));
+  // One signal ends the sleep in the queue, a later one the wait for the
+  // lock (once its holder was judged); a signal that lands while the waiter
+  // is awake is not seen: signal until it leaves.
+  bool left = false;
+  for (int i = 0; i < 20000 && !left; i++) {
+    pthread_kill(t.t.native_handle(), SIGUSR1);
+    left = gate.wait_arrived(leaving, std::chrono::milliseconds(1));
+  }
+  ASSERT_TRUE(left);
+  gate.resume(leaving);
+  t.join();
+  EXPECT_EQ(t.result, -EINTR);
+  ASSERT_EQ(kill(k, SIGCONT), 0);
+  ASSERT_EQ(kids.wait(k), 0);
+  c.expect("left on a signal, swept by the releaser", {{kCancellations, 1}});
+  EXPECT_COUNTS(s, 2, 0, 0, 0);
+  EXPECT_INVARIANTS(s);
+  signal(SIGUSR1, SIG_DFL);
+}
+
+TEST(Counters, CancelledWaiterLeavingWithoutTheLockIsNotCountedAgain) {
+  Segment seg(2);
+  shmsem_t *s = seg.get();
+  Children kids;
+  Shared<LockHolder> h;
+  pid_t k = spawn_lock_holder(kids, s, 2, &*h);
+  Counters c(s);
+  HookGate gate;
+  int asleep = gate.arm(HookPoint::WAIT_SLEEPING, 1);
+  int leaving = gate.arm(HookPoint::WAIT_LEAVING, 1);
+  shmsem_cancel_t cancel;
+  shmsem_cancel_init(&cancel);
+  WaiterThread t;
+  t.start(1, [&](shmsem_lease_t *l) {
+    return shmsem_acquire_ex(s, nullptr, &cancel, 0, l);
+  });
+  ASSERT_TRUE(gate.wait_arrived(asleep));
+  shmsem_cancel(&cancel);  // the canceller wins: CANCELLED, and counted
+  c.expect("cancelled by the canceller", {{kCancellations, 1}});
+  // The waiter sees it only after the holder took the lock: it leaves
+  // without the lock (its limit, the fired handle, ended that wait).
+  ASSERT_TRUE(holder_stops_with_the_lock(k, &*h));
+  gate.resume(asleep);
+  ASSERT_TRUE(gate.wait_arrived(leaving));
+  gate.resume(leaving);
+  t.join();
+  EXPECT_EQ(t.result, -ECANCELED);
+  ASSERT_EQ(kill(k, SIGCONT), 0);
+  ASSERT_EQ(kids.wait(k), 0);
+  c.expect("cancelled waiter left without the lock", {});
+  // Out of the queue (the canceller unlinked it): reclamation frees it.
+  // (Not pinned here: that shmsem_recover returns 1 for it.)
+  EXPECT_EQ(testing::census(s).other_slots, 1u);  // LEFT
+  EXPECT_GE(shmsem_recover(s), 0);
+  EXPECT_EQ(testing::census(s).other_slots, 0u);
+  c.expect("its slot freed", {});
+  EXPECT_COUNTS(s, 2, 0, 0, 0);
+  EXPECT_INVARIANTS(s);
+}
+
+TEST(Counters, ShutDownWaiterLeavingWithoutTheLockIsNotCountedAgain) {
+  Segment seg(2);
+  shmsem_t *s = seg.get();
+  Children kids;
+  Shared<LockHolder> h;
+  pid_t k = spawn_lock_holder(kids, s, 2, &*h);
+  Counters c(s);
+  ManualClock clock;
+  HookGate gate;
+  int asleep = gate.arm(HookPoint::WAIT_SLEEPING, 1);
+  int leaving = gate.arm(HookPoint::WAIT_LEAVING, 1);
+  timespec deadline = clock.deadline_in(5 * kMs);
+  WaiterThread t;
+  t.start(1, [&](shmsem_lease_t *l) {
+    return shmsem_acquire_until(s, &deadline, l);
+  });
+  ASSERT_TRUE(gate.wait_arrived(asleep));
+  EXPECT_EQ(shmsem_shutdown(s), 1);
+  c.expect("shutdown failed the waiter", {{kShutdownFailures, 1}});
+  // The waiter sees CLOSED only after the holder took the lock, and its
+  // deadline ends its wait for the lock: it leaves without it.
+  ASSERT_TRUE(holder_stops_with_the_lock(k, &*h));
+  clock.advance(10 * kMs);
+  gate.resume(asleep);
+  ASSERT_TRUE(gate.wait_arrived(leaving));
+  gate.resume(leaving);
+  t.join();
+  EXPECT_EQ(t.result, -ESHUTDOWN);
+  ASSERT_EQ(kill(k, SIGCONT), 0);
+  ASSERT_EQ(kids.wait(k), 0);
+  c.expect("closed waiter left without the lock", {});
+  EXPECT_EQ(testing::census(s).other_slots, 1u);  // LEFT
+  EXPECT_GE(shmsem_recover(s), 0);
+  EXPECT_EQ(testing::census(s).other_slots, 0u);
+  c.expect("its slot freed", {});
+  EXPECT_COUNTS(s, 2, 0, 0, 0);
+  EXPECT_INVARIANTS(s);
+}
+
+// --- reclaimed_holders: a dead waiter's weighted grant ---------------------------
+
+// The regression: a dead waiter granted n permits (GRANTED, not consumed)
+// counted 1 in reclaimed_holders and in shmsem_recover's return.
+TEST(Counters, ReclaimedHoldersCountEveryPermitOfADeadWaitersWeightedGrant) {
+  Segment seg(3);
+  shmsem_t *s = seg.get();
+  shmsem_lease_t two, one;
+  ASSERT_EQ(shmsem_acquire_n(s, 2, &two), 0);
+  ASSERT_EQ(shmsem_acquire(s, &one), 0);
+  Counters c(s);
+  Children kids;
+  for (int granted = 0; granted < 2; granted++) {
+    SCOPED_TRACE(granted ? "granted all 3" : "gathered 2 of 3");
+    Shared<std::atomic<int>> parked;
+    pid_t k = kids.spawn([&] {
+      g_parked = &*parked;
+      testing::set_hook(park_when_queued, nullptr);
+      shmsem_lease_t l;
+      shmsem_acquire_n(s, 3, &l);
+      return 1;
+    });
+    ASSERT_TRUE(wait_until([&] { return parked->load() == 1; }));
+    c.expect("weighted waiter queued", {});
+    // Its reservation: 2 of 3 (a head gathering), then all 3 (GRANTED).
+    ASSERT_EQ(shmsem_release(s, &two), 0);
+    if (granted) {
+      ASSERT_EQ(shmsem_release(s, &one), 0);
+      EXPECT_COUNTS(s, 0, 0, 3, 0);
+    } else {
+      EXPECT_COUNTS(s, 0, 1, 2, 1);
+    }
+    ASSERT_EQ(kill(k, SIGKILL), 0);
+    ASSERT_EQ(kids.wait(k), 128 + SIGKILL);
+    c.expect("waiter killed, not yet reclaimed", {});
+    if (granted) {
+      EXPECT_EQ(shmsem_recover(s), 4);
+      c.expect("dead granted waiter: its slot and its 3 permits",
+               {{kReclaimedWaiters, 1}, {kReclaimedHolders, 3}});
+      EXPECT_COUNTS(s, 3, 0, 0, 0);
+    } else {
+      // Reserved, never granted: nobody held them.
+      EXPECT_EQ(shmsem_recover(s), 1);
+      c.expect("dead gathering head: its slot only", {{kReclaimedWaiters, 1}});
+      EXPECT_COUNTS(s, 2, 1, 0, 0);
+      ASSERT_EQ(shmsem_acquire_n(s, 2, &two), 0);
+      c.expect("the 2 taken again", {{kAcquisitions, 1}});
+    }
+    EXPECT_INVARIANTS(s);
+  }
+}
+
+// --- shutdown_failures: repair finishing a shutdown ------------------------------
+
+// The regression: the lock holder killed inside shmsem_shutdown after it
+// failed one waiter; the repair that closes the others counted none of them.
+TEST(Counters, RepairFinishingADeadShutdownCountsEveryWaiterItFails) {
+  Segment seg(1);
+  shmsem_t *s = seg.get();
+  shmsem_lease_t held;
+  ASSERT_EQ(shmsem_acquire(s, &held), 0);
+  Counters c(s);
+  shmsem_waiter_t w[3];
+  shmsem_lease_t l;
+  for (auto &x : w)
+    ASSERT_EQ(shmsem_waiter_start(s, &x, nullptr, &l), SHMSEM_QUEUED);
+  c.expect("three queued", {});
+  Children kids;
+  pid_t k = kids.spawn([&] {
+    g_kill_at = int(HookPoint::SHUTDOWN_FAILED_ONE);
+    testing::set_hook(kill_at_hook, nullptr);
+    shmsem_shutdown(s);
+    return 1;
+  });
+  ASSERT_EQ(kids.wait(k), 128 + SIGKILL);
+  // shmsem_stat (in expect) takes the lock over, and the repair closes the
+  // two waiters the shutdown did not get to.
+  c.expect("shutdown killed after one; the repair failed the other two",
+           {{kRepairs, 1}, {kShutdownFailures, 3}});
+  for (auto &x : w) EXPECT_EQ(shmsem_waiter_poll(&x, &l), -ESHUTDOWN);
+  c.expect("the failed waiters returned", {});
+  EXPECT_EQ(shmsem_acquire(s, &l), -ESHUTDOWN);
+  ASSERT_EQ(shmsem_release(s, &held), 0);
+  c.expect("refused after shutdown; release", {});
+  EXPECT_COUNTS(s, 1, 0, 0, 0);
+  EXPECT_INVARIANTS(s);
 }
 
 }  // namespace

@@ -6,17 +6,19 @@
 // drives ordinary operations in a forked child, so that an out-of-bounds
 // access shows up as a signal, not as silently scribbled memory.
 #include <gtest/gtest.h>
+#include <shmsem/inspect.h>
 #include <shmsem/shmsem.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <functional>
+#include <string>
 #include <thread>
 #include <vector>
 
 #include "handle.h"
 #include "layout.h"
-#include "snapshot.h"
 #include "support/process.h"
 #include "support/segment.h"
 #include "testing.h"
@@ -339,12 +341,12 @@ TEST(Untrusted, CountsAtTheSignedLimitWrapWithoutOverflow) {
   });
 }
 
-// The CLI's snapshot remembered every owner it had judged for the life of
-// the process: each distinct owner a writer put into the segment grew that
-// memo without bound in a long-running caller (found while building the
-// segment fuzzer), and a holder that died between two snapshots was still
-// shown alive. It remembers within one snapshot only.
-TEST(Untrusted, SnapshotJudgesOwnersAfreshEachTime) {
+// The CLI's snapshot (now shmsem_inspect) remembered every owner it had
+// judged for the life of the process: each distinct owner a writer put into
+// the segment grew that memo without bound in a long-running caller (found
+// while building the segment fuzzer), and a holder that died between two
+// snapshots was still shown alive. It remembers within one call only.
+TEST(Untrusted, InspectJudgesOwnersAfreshEachTime) {
   Segment seg(1);
   int ready[2], go[2];
   ASSERT_EQ(pipe(ready), 0);
@@ -361,17 +363,139 @@ TEST(Untrusted, SnapshotJudgesOwnersAfreshEachTime) {
   close(go[0]);
   char c;
   ASSERT_EQ(read(ready[0], &c, 1), 1);
-  cli::Snapshot snap;
-  ASSERT_EQ(cli::take_snapshot(seg.name(), &snap), 0);
-  ASSERT_EQ(snap.holders.size(), 1u);
-  EXPECT_EQ(snap.holders[0].owner.liveness, "alive");
+  struct shmsem_inspection in;
+  struct shmsem_holder h;
+  ASSERT_EQ(shmsem_inspect(seg.get(), &in, &h, 1, nullptr, 0), 0);
+  ASSERT_EQ(in.nholders, 1u);
+  EXPECT_EQ(h.pid, holder);
+  EXPECT_EQ(h.liveness, SHMSEM_OWNER_ALIVE);
   close(go[1]);
   ASSERT_EQ(kids.wait(holder, std::chrono::seconds(30)), 0);
-  ASSERT_EQ(cli::take_snapshot(seg.name(), &snap), 0);
-  ASSERT_EQ(snap.holders.size(), 1u);
-  EXPECT_EQ(snap.holders[0].owner.liveness, "dead");
+  ASSERT_EQ(shmsem_inspect(seg.get(), &in, &h, 1, nullptr, 0), 0);
+  ASSERT_EQ(in.nholders, 1u);
+  EXPECT_EQ(h.liveness, SHMSEM_OWNER_DEAD);
   close(ready[0]);
   close(ready[1]);
+}
+
+// Everything shmsem_inspect can read a segment through: the writable
+// handle (under the lock), a read-only mapping (without it), and a copy.
+// Each result of each, in a child: a crash is the finding.
+int inspect_every_way(shmsem_t *s, const std::string &name,
+                      const std::function<int(int, const shmsem_inspection &,
+                                              const std::vector<shmsem_holder> &,
+                                              const std::vector<shmsem_waiter_info> &)> &check) {
+  shmsem_t *ro = nullptr, *copy = nullptr;
+  if (shmsem_open(name.c_str(), SHMSEM_RDONLY, &ro) != 0) return 90;
+  if (shmsem_open(name.c_str(), SHMSEM_SNAPSHOT, &copy) != 0) return 91;
+  int bad = 0;
+  int k = 0;
+  for (shmsem_t *h : {s, ro, copy}) {
+    k++;
+    // Buffers as large as the geometry: nothing real is left out.
+    std::vector<shmsem_holder> holders(64);
+    std::vector<shmsem_waiter_info> waiters(64);
+    shmsem_inspection in;
+    int r = shmsem_inspect(h, &in, holders.data(), uint32_t(holders.size()),
+                           waiters.data(), uint32_t(waiters.size()));
+    holders.resize(std::min<size_t>(holders.size(), in.nholders));
+    waiters.resize(std::min<size_t>(waiters.size(), in.nwaiters));
+    int e = check(r, in, holders, waiters);
+    if (e && !bad) bad = 10 * k + e;
+  }
+  shmsem_detach(ro);
+  shmsem_detach(copy);
+  return bad;
+}
+
+// Queue links that loop: no hang, every waiter once, in ticket order (the
+// order repair would use), and the result says the order was rebuilt.
+TEST(Untrusted, InspectOfACyclicQueueRebuildsItsOrderFromTickets) {
+  Segment seg(1);
+  in_child([&] {
+    shmsem_t *s = seg.open_again();
+    shmsem_lease_t held;
+    if (shmsem_acquire(s, &held) != 0) return 1;
+    QueuedThread a, b;
+    a.start(s);
+    if (!waiting_is(s, 1)) return 2;
+    b.start(s);
+    if (!waiting_is(s, 2)) return 3;
+    uint32_t head = s->core->head;
+    s->slots[head].next = head;  // a loop
+    s->slots[head].prev = head;
+    int bad = inspect_every_way(
+        s, seg.name(),
+        [](int r, const shmsem_inspection &in,
+           const std::vector<shmsem_holder> &holders,
+           const std::vector<shmsem_waiter_info> &waiters) {
+          if (r != 0) return 1;
+          if (!(in.flags & SHMSEM_INSPECT_REBUILT)) return 2;
+          if (waiters.size() != 2 || waiters[0].ticket >= waiters[1].ticket)
+            return 3;
+          if (waiters[0].position != 1 || waiters[1].position != 2) return 4;
+          return holders.size() == 1 ? 0 : 5;
+        });
+    if (shmsem_shutdown(s) < 0) return 4;
+    a.t.join();
+    b.t.join();
+    if (shmsem_release(s, &held) != 0) return 6;
+    return bad ? 10 + bad : 0;
+  });
+}
+
+// Lease links and slot leases far out of range or looping, and counters
+// beyond the geometry: -EUCLEAN (a damaged segment) with what could be
+// read, every index checked, never a crash; each record in at most one
+// holder.
+TEST(Untrusted, InspectOfOutOfRangeLinksAndCountsIsEucleanNotACrash) {
+  Segment seg(4, 8);
+  in_child([&] {
+    shmsem_t *s = seg.open_again();
+    shmsem_lease_t two, one;
+    if (shmsem_acquire_n(s, 2, &two) != 0) return 1;
+    if (shmsem_acquire(s, &one) != 0) return 2;
+    s->leases[two.index].link = kFar;  // the weighted lease's chain
+    s->leases[one.index].link = one.index;
+    for (uint32_t i = 0; i < s->max_waiters; i++) {
+      s->slots[i].lease = kFar;
+      s->slots[i].next = kFar;
+    }
+    s->core->head = kFar;
+    // Links alone: a degraded answer, not a damaged one.
+    int bad = inspect_every_way(
+        s, seg.name(),
+        [](int r, const shmsem_inspection &in,
+           const std::vector<shmsem_holder> &holders,
+           const std::vector<shmsem_waiter_info> &) {
+          if (r != 0) return 1;
+          uint32_t permits = 0;
+          for (const auto &h : holders) {
+            if (h.lease >= 4 || h.weight < 1 || h.weight > 4) return 2;
+            permits += h.weight;
+          }
+          if (permits > 4) return 3;
+          return in.nwaiters == 0 ? 0 : 4;
+        });
+    if (bad) return 10 + bad;
+    // Counters past the geometry: somebody else wrote them.
+    const uint32_t held = s->core->held.load();
+    s->core->held.store(kFar);
+    s->core->waiting.store(kFar);
+    bad = inspect_every_way(
+        s, seg.name(),
+        [](int r, const shmsem_inspection &in,
+           const std::vector<shmsem_holder> &holders,
+           const std::vector<shmsem_waiter_info> &) {
+          if (r != -EUCLEAN) return 1;
+          if (in.stat.held < kFar) return 2;  // what was read, shown
+          return holders.size() <= 4 ? 0 : 3;
+        });
+    if (bad) return 40 + bad;
+    s->core->held.store(held);
+    s->core->waiting.store(0);
+    return 0;
+  });
 }
 
 // A writer can name a live thread in the lock word (here a child of ours,

@@ -1,8 +1,9 @@
 // shmsem list [--all] [--json]: every semaphore in /dev/shm, recognised by
-// its header. Files that are not shmsem segments or that we cannot read are
-// skipped; half-built ones (".shmsem-tmp-*", left by a create killed on the
-// temporary-name route, see DESIGN.md section 3) are shown with --all only,
-// with whether their creator may still be alive.
+// its header (each read as a SHMSEM_SNAPSHOT copy). Files that are not
+// shmsem segments or that we cannot read are skipped; half-built ones
+// (".shmsem-tmp-*", left by a create of an older version killed on the
+// temporary-name route, see DESIGN.md section 3) are shown with --all only
+// (shmsem_leftovers), with whether their creator may still be alive.
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -19,20 +20,24 @@
 
 #include <nlohmann/json.hpp>
 
+#include <shmsem/inspect.h>
+#include <shmsem/shmsem.h>
+
 #include "commands.h"
 #include "common.h"
 #include "exit_codes.h"
-#include "layout.h"
-#include "publish.h"
-#include "segment_copy.h"
 
 namespace shmsem::cli {
 namespace {
 
 using Json = nlohmann::ordered_json;
 
-using shmsem::detail::kTmpPrefix;
-using shmsem::detail::Leftover;
+// Where glibc's shm_open() keeps the names.
+constexpr char kShmDir[] = "/dev/shm";
+// The names leftovers have (shmsem_leftovers(3)); not semaphores.
+constexpr char kTmpPrefix[] = ".shmsem-tmp-";
+
+using Leftover = struct shmsem_leftover;
 
 struct ListOptions {
   bool json = false;
@@ -61,17 +66,38 @@ const char *creator_state(const Leftover &l) {
   return l.creator_gone ? "dead" : "alive";
 }
 
+// Sorted by name (shmsem_leftovers sorts them). None if /dev/shm cannot be
+// read: the semaphores above were listed from it, so that is a race.
 std::vector<Leftover> find_leftovers() {
   std::vector<Leftover> out;
-  shmsem::detail::scan_leftovers(
-      [](const Leftover &l, void *ctx) {
-        static_cast<std::vector<Leftover> *>(ctx)->push_back(l);
-      },
-      &out);
-  std::sort(out.begin(), out.end(), [](const Leftover &a, const Leftover &b) {
-    return strcmp(a.file, b.file) < 0;
-  });
+  int n = shmsem_leftovers(nullptr, 0);
+  // More may appear between the count and the fill: ask again.
+  while (n > 0 && size_t(n) > out.size()) {
+    out.assign(size_t(n), Leftover{});
+    n = shmsem_leftovers(out.data(), uint32_t(out.size()));
+  }
+  out.resize(n > 0 ? std::min(size_t(n), out.size()) : 0);
   return out;
+}
+
+// The state and the file's owner of the semaphore /dev/shm/<file>, from a
+// private copy of it; false if it is not one we can show (not a
+// semaphore, another layout version, no permission, another PID
+// namespace, ...).
+bool read_entry(const char *file, Entry *e) {
+  e->name = std::string("/") + file;
+  shmsem_t *s = nullptr;
+  if (shmsem_open(e->name.c_str(), SHMSEM_SNAPSHOT, &s) != 0) return false;
+  struct shmsem_inspection in;
+  // No holders or waiters wanted: -ENOBUFS when there are some, with
+  // everything else filled in. A damaged one (-EUCLEAN) is listed as read;
+  // `status` says more.
+  int r = shmsem_inspect(s, &in, nullptr, 0, nullptr, 0);
+  shmsem_detach(s);
+  if (r != 0 && r != -ENOBUFS && r != -EUCLEAN) return false;
+  e->st = in.stat;
+  e->uid = in.file_uid;
+  return true;
 }
 
 void print_leftovers(const std::vector<Leftover> &leftovers) {
@@ -106,13 +132,7 @@ int run_list(const ListOptions &o) {
                            !strncmp(file, kTmpPrefix, sizeof kTmpPrefix - 1)))
       continue;
     Entry e;
-    e.name = std::string("/") + file;
-    SegmentCopy h;
-    // -EBADMSG, -EPROTO, -EACCES, -EXDEV, ...: not one we can show; skip.
-    if (copy_segment(dirfd(dir), file, &h) != 0) continue;
-    if (shmsem_stat(h.s, &e.st) != 0) continue;
-    e.uid = h.file.st_uid;
-    found.push_back(e);
+    if (read_entry(file, &e)) found.push_back(e);
   }
   closedir(dir);
   std::sort(found.begin(), found.end(),

@@ -9,16 +9,18 @@
 
 #include <memory>
 #include <string>
+#include <vector>
+
+#include <shmsem/inspect.h>
 
 #include "commands.h"
 #include "common.h"
 #include "exit_codes.h"
-#include "publish.h"
 
 namespace shmsem::cli {
 namespace {
 
-using shmsem::detail::Leftover;
+using Leftover = struct shmsem_leftover;
 
 struct RecoverOptions {
   std::string name;
@@ -46,11 +48,11 @@ struct Tally {
   int removed = 0, kept = 0, failed = 0;
 };
 
-// Called for every ".shmsem-tmp-*" file. remove_leftover checks the creator
-// again right before unlinking; one that may be alive is never touched.
-void recover_one(const Leftover &l, void *ctx) {
-  auto *t = static_cast<Tally *>(ctx);
-  int e = shmsem::detail::remove_leftover(l.file);
+// Called for every ".shmsem-tmp-*" file. shmsem_remove_leftover checks the
+// creator again right before unlinking; one that may be alive is never
+// touched.
+void recover_one(const Leftover &l, Tally *t) {
+  int e = shmsem_remove_leftover(l.file);
   if (e == 0) {
     printf("removed /dev/shm/%s (its creator, PID %d, is gone)\n", printable(l.file).c_str(),
            int(l.pid));
@@ -74,12 +76,20 @@ void recover_one(const Leftover &l, void *ctx) {
 
 int run_leftovers() {
   Tally t;
-  int n = shmsem::detail::scan_leftovers(recover_one, &t);
+  std::vector<Leftover> found;
+  int n = shmsem_leftovers(nullptr, 0);
+  // More may appear between the count and the fill: ask again.
+  while (n > 0 && size_t(n) > found.size()) {
+    found.assign(size_t(n), Leftover{});
+    n = shmsem_leftovers(found.data(), uint32_t(found.size()));
+  }
   if (n < 0) {
     fprintf(stderr, "shmsem: recover --leftovers: cannot read /dev/shm: %s\n",
             strerror(-n));  // NOLINT(concurrency-mt-unsafe): one thread
     return kExitFailure;
   }
+  found.resize(size_t(n) < found.size() ? size_t(n) : found.size());
+  for (const Leftover &l : found) recover_one(l, &t);
   printf("removed %d leftover temporary %s; kept %d whose creator may be "
          "alive\n",
          t.removed, t.removed == 1 ? "file" : "files", t.kept);

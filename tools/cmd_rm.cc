@@ -1,12 +1,10 @@
 // shmsem rm [--force] NAME...: remove names (shmsem_unlink). Processes that
 // have the semaphore open keep using it; new opens fail. Without --force,
-// only files that carry the shmsem header are removed: /dev/shm is shared
-// with every other POSIX shm user, and a typo must not delete their data.
+// only shmsem semaphores (as a SHMSEM_SNAPSHOT open tells) are removed:
+// /dev/shm is shared with every other POSIX shm user, and a typo must not
+// delete their data.
 #include <errno.h>
-#include <fcntl.h>
-#include <stdint.h>
-#include <sys/stat.h>
-#include <unistd.h>
+#include <stdio.h>
 
 #include <memory>
 #include <string>
@@ -15,28 +13,24 @@
 #include "commands.h"
 #include "common.h"
 #include "exit_codes.h"
-#include "layout.h"
 
 namespace shmsem::cli {
 namespace {
 
-// 0 if /dev/shm<name> starts with the shmsem magic (any layout version),
-// -EBADMSG if it does not, or why we cannot tell (-ENOENT, -EACCES, ...).
+// 0 if /dev/shm<name> is a shmsem semaphore of any layout version,
+// -EBADMSG if it is not (a symbolic link, a FIFO, another program's
+// memory, or a semaphore file someone truncated or overwrote), or why we
+// cannot tell (-ENOENT, -EACCES, ...). A SHMSEM_SNAPSHOT open needs only
+// read permission, never blocks on a FIFO and never follows a link. Besides
+// 0, these say "a semaphore" too: -EPROTO (another layout version), -EXDEV
+// (created in another PID namespace), -EIO (it shrank while being read:
+// its header was a semaphore's).
 int check_is_semaphore(const std::string &name) {
-  std::string path = "/dev/shm" + name;
-  struct stat st;
-  if (lstat(path.c_str(), &st) != 0) return -errno;
-  if (!S_ISREG(st.st_mode)) return -EBADMSG;
-  int fd = open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-  if (fd < 0) return errno == ELOOP ? -EBADMSG : -errno;
-  uint64_t magic = 0;
-  ssize_t n = pread(fd, &magic, sizeof magic, 0);
-  int e = n < 0 ? -errno : 0;
-  close(fd);
-  if (e) return e;
-  return n == ssize_t(sizeof magic) && magic == shmsem::detail::kMagic
-             ? 0
-             : -EBADMSG;
+  shmsem_t *s = nullptr;
+  int e = shmsem_open(name.c_str(), SHMSEM_SNAPSHOT, &s);
+  shmsem_detach(s);
+  if (e == -EPROTO || e == -EXDEV || e == -EIO) return 0;
+  return e;
 }
 
 int run_rm(const std::vector<std::string> &names, bool force) {
@@ -81,8 +75,9 @@ Subcommand add_rm(CLI::App &parent) {
                 "Ignore names that do not exist, and remove files that are "
                 "not shmsem semaphores too");
   sub->footer(
-      "Without --force, only files that start with the shmsem header are "
-      "removed. Processes that have\nit open keep using it until they "
+      "Without --force, only shmsem semaphores (of any version) are "
+      "removed: not other files, nor\na semaphore file someone truncated or "
+      "overwrote. Processes that have it open keep using it until they\n"
       "detach; it does not close it (see 'shmsem shutdown').");
   return {sub, [names, force] { return run_rm(*names, *force); },
           "shmsem rm [--force] NAME..."};

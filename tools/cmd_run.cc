@@ -1,7 +1,8 @@
-// shmsem run NAME [--weight K] [--timeout D] [--] COMMAND [ARGS...]: hold
-// one permit (K permits as one lease) while COMMAND runs. On a semaphore
-// with a rate limit each run also takes a token, so a shell loop of runs is
-// rate-limited.
+// shmsem run NAME [--weight K] [--timeout D] [--expect D] [--] COMMAND
+// [ARGS...]: hold one permit (K permits as one lease) while COMMAND runs. On
+// a semaphore with a rate limit each run also takes a token, so a shell loop
+// of runs is rate-limited. --expect declares how long the lease will be held
+// (shmsem_declare_hold), so `status` marks it OVERDUE once held longer.
 //
 // Signals. SIGINT, SIGTERM, SIGHUP and SIGQUIT (those not inherited as
 // ignored) are blocked in every thread and taken by one signal thread with
@@ -62,6 +63,8 @@ struct RunOptions {
   bool timeout_given = false;
   std::string weight;
   bool weight_given = false;  // else 1
+  std::string expect;
+  bool expect_given = false;  // else nothing is declared
   std::vector<std::string> command;
 };
 
@@ -203,6 +206,14 @@ std::string take_late_options(RunOptions *o) {
     } else if (arg.rfind("-w", 0) == 0) {
       o->weight = arg.substr(2);
       o->weight_given = true;
+    } else if (arg == "--expect") {
+      if (cmd.empty()) return "option " + arg + " needs a duration";
+      o->expect = cmd[0];
+      o->expect_given = true;
+      cmd.erase(cmd.begin());
+    } else if (arg.rfind("--expect=", 0) == 0) {
+      o->expect = arg.substr(9);
+      o->expect_given = true;
     } else {
       return "unknown option '" + arg +
              "' (put '--' before a command whose name starts with '-')";
@@ -229,6 +240,18 @@ std::string parse_weight(const std::string &text, uint32_t *k) {
   return "";
 }
 
+// --expect: a duration above 0 and at most what shmsem_declare_hold(3)
+// takes, SHMSEM_MAX_DECLARED_NS (about 12.7 days). "" or the problem.
+std::string parse_expect(const std::string &text, uint64_t *ns) {
+  std::string why = parse_duration(text, ns);
+  if (!why.empty()) return "--expect: " + why;
+  if (*ns == 0 || *ns > SHMSEM_MAX_DECLARED_NS)
+    return "invalid --expect '" + text + "': give how long COMMAND should "
+           "hold its permit, more than 0 and at most " +
+           format_duration(SHMSEM_MAX_DECLARED_NS) + " (e.g. 30s, 10m, 2h)";
+  return "";
+}
+
 int run_run(RunOptions &o) {
   std::string problem = take_late_options(&o);
   if (!problem.empty()) {
@@ -249,6 +272,15 @@ int run_run(RunOptions &o) {
   bool has_timeout = o.timeout_given;
   if (has_timeout) {
     std::string why = parse_duration(o.timeout, &timeout_ns);
+    if (!why.empty()) {
+      fprintf(stderr, "shmsem: run %s: %s\n", printable(o.name).c_str(),
+              printable(why).c_str());
+      return kExitRunFailed;
+    }
+  }
+  uint64_t expect_ns = 0;
+  if (o.expect_given) {
+    std::string why = parse_expect(o.expect, &expect_ns);
     if (!why.empty()) {
       fprintf(stderr, "shmsem: run %s: %s\n", printable(o.name).c_str(),
               printable(why).c_str());
@@ -337,6 +369,17 @@ int run_run(RunOptions &o) {
   }
 
   // Holding the permit from here on: every path below releases it.
+  // The declaration counts from the grant, which was a moment ago. It is
+  // reporting only, so a failure to make it does not stop COMMAND.
+  if (expect_ns) {
+    int d = shmsem_declare_hold(h.s, &lease, expect_ns);
+    if (d)
+      fprintf(stderr,
+              "shmsem: run %s: cannot declare --expect %s: %s; running '%s' "
+              "all the same\n",
+              printable(o.name).c_str(), printable(o.expect).c_str(),
+              shmsem_strerror(d), printable(o.command[0]).c_str());
+  }
   auto release = [&] {
     int r = shmsem_release(h.s, &lease);
     if (r) report_error("run: release permit of", o.name, r);
@@ -426,6 +469,10 @@ Subcommand add_run(CLI::App &parent) {
                   "Hold K permits as one lease (default 1), granted all at "
                   "once in FIFO order")
       ->option_text("K");
+  CLI::Option *expect = sub->add_option("--expect", o->expect,
+                  "Declare how long COMMAND will hold the permit (at most "
+                  "about 12 days); 'status' marks it OVERDUE after that")
+      ->option_text("DURATION");
   add_name_option(sub, &o->name);
   sub->add_option("COMMAND", o->command, "The command and its arguments")
       ->required()
@@ -442,15 +489,17 @@ Subcommand add_run(CLI::App &parent) {
       "shmsem itself is killed, its permit is reclaimed and\nCOMMAND gets "
       "SIGTERM.\nOn a semaphore created with --rate, each run also waits for "
       "a token (one per run, whatever\nits --weight): a loop of 'shmsem "
-      "run' is a rate limiter.");
+      "run' is a rate limiter.\n--expect is reporting only: an OVERDUE "
+      "holder keeps its permit until COMMAND ends.");
   return {sub,
-          [o, timeout, weight] {
+          [o, timeout, weight, expect] {
             o->timeout_given = timeout->count() > 0;
             o->weight_given = weight->count() > 0;
+            o->expect_given = expect->count() > 0;
             return run_run(*o);
           },
-          "shmsem run NAME [--weight K] [--timeout DURATION] [--] COMMAND "
-          "[ARGS...]"};
+          "shmsem run NAME [--weight K] [--timeout DURATION] "
+          "[--expect DURATION] [--] COMMAND [ARGS...]"};
 }
 
 }  // namespace shmsem::cli

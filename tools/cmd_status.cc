@@ -1,8 +1,12 @@
 // shmsem status NAME [--json]: a Snapshot (snapshot.h) rendered as text or
 // as one JSON document. Needs only read permission on /dev/shm/NAME.
+// shmsem status --prometheus [NAME...]: the metrics of metrics.h (any number
+// of semaphores, or all of them) in the Prometheus text format.
+#include <stdint.h>
 #include <stdio.h>
 #include <time.h>
 
+#include <algorithm>
 #include <memory>
 #include <string>
 
@@ -11,6 +15,7 @@
 #include "commands.h"
 #include "common.h"
 #include "exit_codes.h"
+#include "metrics.h"
 #include "snapshot.h"
 
 namespace shmsem::cli {
@@ -24,7 +29,9 @@ constexpr int kStatusJsonVersion = 1;
 
 struct StatusOptions {
   std::string name;
+  std::vector<std::string> names;  // as given; one unless --prometheus
   bool json = false;
+  bool prometheus = false;
 };
 
 std::string octal_mode(uint32_t mode) {
@@ -83,6 +90,21 @@ std::string rate_text(const Snapshot &s) {
          (in ? "in " + format_duration(in) : std::string("now"));
 }
 
+// "1 lease (2 permits) held longer than declared"
+std::string overdue_text(const Snapshot &s) {
+  std::string out = std::to_string(s.overdue) +
+                    (s.overdue == 1 ? " lease" : " leases");
+  out += " (" + std::to_string(s.overdue_permits) +
+         (s.overdue_permits == 1 ? " permit)" : " permits)");
+  return out + " held longer than declared";
+}
+
+// A holder's DECLARED cell: "-", "5s", or "5s OVERDUE".
+std::string declared_text(const Holder &h) {
+  if (!h.declared_ns) return "-";
+  return format_duration(h.declared_ns) + (h.overdue ? " OVERDUE" : "");
+}
+
 Json process_json(const ProcessInfo &p) {
   Json j;
   j["pid"] = p.pid;
@@ -135,6 +157,8 @@ Json to_json(const Snapshot &s) {
     e["weight"] = h.weight;
     e.update(process_json(h.owner));
     e["held_ns"] = h.held_ns;
+    e["declared_ns"] = h.declared_ns ? Json(h.declared_ns) : Json(nullptr);
+    e["overdue"] = h.overdue;
     j["holders"].push_back(e);
   }
   j["waiters"] = Json::array();
@@ -161,6 +185,16 @@ Json to_json(const Snapshot &s) {
   j["wait_ns"] = {{"p50", s.wait_p50_ns},
                   {"p90", s.wait_p90_ns},
                   {"p99", s.wait_p99_ns}};
+  // Bucket bounds (1ms ... 1h); null: above the last one, an hour.
+  auto bound = [](uint64_t ns) {
+    return ns == UINT64_MAX ? Json(nullptr) : Json(ns);
+  };
+  j["hold_ns"] = {{"p50", bound(s.hold_p50_ns)},
+                  {"p90", bound(s.hold_p90_ns)},
+                  {"p99", bound(s.hold_p99_ns)}};
+  j["overdue"] = s.overdue;
+  j["overdue_permits"] = s.overdue_permits;
+  j["damaged"] = s.damaged;
   return j;
 }
 
@@ -182,6 +216,16 @@ void render_text(const Snapshot &s, FILE *f) {
       {"created", format_time(s.created_unix_ns, false)},
   };
   if (st.rate) kv.insert(kv.begin() + 3, {"rate", rate_text(s)});
+  if (s.overdue) {
+    // After "held": leases held longer than their holders declared.
+    auto held = std::find_if(kv.begin(), kv.end(),
+                             [](const auto &row) { return row[0] == "held"; });
+    kv.insert(held + 1, {"overdue", overdue_text(s)});
+  }
+  if (s.damaged)
+    kv.insert(kv.begin() + 1,
+              {"warning", "DAMAGED: its counters contradict its size "
+                          "(see the message below)"});
   for (const auto &row : kv)
     fprintf(f, "%-10s %s\n", row[0].c_str(), printable(row[1]).c_str());
 
@@ -199,8 +243,9 @@ void render_text(const Snapshot &s, FILE *f) {
                       std::to_string(h.weight), std::to_string(h.owner.pid),
                       or_dash(h.owner.comm),
                       h.owner.liveness,
-                      format_duration(h.held_ns), or_dash(h.owner.cmdline)});
-    print_table(f, {"LEASE", "STATE", "WEIGHT", "PID", "COMMAND", "ALIVE", "HELD FOR", "ARGS"},
+                      format_duration(h.held_ns), declared_text(h),
+                      or_dash(h.owner.cmdline)});
+    print_table(f, {"LEASE", "STATE", "WEIGHT", "PID", "COMMAND", "ALIVE", "HELD FOR", "DECLARED", "ARGS"},
                 rows);
   }
 
@@ -240,12 +285,89 @@ void render_text(const Snapshot &s, FILE *f) {
             format_duration(s.wait_p90_ns).c_str(),
             format_duration(s.wait_p99_ns).c_str());
   }
+  // Released leases only (one still held is not counted), in the fixed
+  // buckets of shmsem_hold_bound_ns: "<= 5ms", or "> 1h00m" past the last.
+  auto bound = [](uint64_t ns) {
+    return ns == UINT64_MAX
+               ? "> " + format_duration(shmsem_hold_bound_ns(SHMSEM_HOLD_BUCKETS - 2))
+               : "<= " + format_duration(ns);
+  };
+  if (s.hold_p99_ns == 0) {
+    fprintf(f, "  %-18s %s\n", "hold time", "no releases recorded");
+  } else {
+    fprintf(f, "  %-18s p50 %s, p90 %s, p99 %s\n", "hold time",
+            bound(s.hold_p50_ns).c_str(), bound(s.hold_p90_ns).c_str(),
+            bound(s.hold_p99_ns).c_str());
+  }
 }
 
-int run_status(const StatusOptions &o) {
+// The damaged segment's message, after what was read: what it means and
+// what to do, in the commands that exist. (No command repairs counters:
+// shmsem_recover reclaims dead owners' permits but keeps the counters it
+// finds, so the way out is a new semaphore.)
+void warn_damaged(const std::string &name) {
+  std::string n = printable(name);
+  fprintf(stderr,
+          "shmsem: status %s: warning: the semaphore is damaged: its counters "
+          "contradict its size, so someone with write access wrote into "
+          "/dev/shm%s; what could be read is shown above and may be wrong, "
+          "and its users may be refused permits or given too many.\n"
+          "Check who may write to it ('shmsem list' shows its owner); then "
+          "stop its users, remove it with 'shmsem rm %s' and create it "
+          "again with 'shmsem create %s'.\n",
+          n.c_str(), n.c_str(), n.c_str(), n.c_str());
+}
+
+// --prometheus: every semaphore named (none: all in /dev/shm). One that
+// cannot be read is shmsem_up 0 and a line on stderr, and the status stays
+// 0, so a textfile collector's file is still written (docs/prometheus.md).
+int run_prometheus(const StatusOptions &o) {
+  std::vector<PoolReading> readings;
+  int e = read_pools(o.names, &readings);
+  if (e) {
+    fprintf(stderr, "shmsem: status: cannot read /dev/shm: %s\n",
+            shmsem_strerror(e));
+    return kExitFailure;
+  }
+  for (const PoolReading &r : readings)
+    if (r.error) report_error("status", r.name, r.error);
+  std::string text = serialize_text(build_metrics(readings));
+  fwrite(text.data(), 1, text.size(), stdout);
+  return fflush(stdout) == 0 && !ferror(stdout) ? kExitOk : kExitFailure;
+}
+
+// NAME takes several values only with --prometheus, so it is checked here,
+// after the parse, in the words CLI11 uses for the other subcommands'
+// single NAME. "" if the names are fine.
+std::string names_problem(const StatusOptions &o) {
+  if (o.names.empty())
+    return o.prometheus ? "" : "NAME is required";
+  std::string problem = name_problem(o.names.front());
+  if (!problem.empty() || o.prometheus) {
+    for (size_t i = 1; i < o.names.size() && problem.empty(); i++)
+      problem = name_problem(o.names[i]);
+    return problem;
+  }
+  if (o.names.size() == 1) return "";
+  std::string extra;
+  for (size_t i = 1; i < o.names.size(); i++) extra += " " + printable(o.names[i]);
+  return (o.names.size() == 2 ? "The following argument was not expected:"
+                              : "The following arguments were not expected:") +
+         extra + " (several NAMEs only with --prometheus)";
+}
+
+int run_status(StatusOptions o) {
+  std::string problem = names_problem(o);
+  if (!problem.empty()) {
+    fprintf(stderr, "shmsem: status: %s\nRun 'shmsem status --help' for more "
+            "information.\n", problem.c_str());
+    return kExitUsage;
+  }
+  if (o.prometheus) return run_prometheus(o);
+  o.name = o.names.front();
   Snapshot snap;
   int e = take_snapshot(o.name, &snap);
-  if (e) {
+  if (e && !snap.damaged) {
     report_error("status", o.name, e);
     return exit_code_for(e);
   }
@@ -257,7 +379,12 @@ int run_status(const StatusOptions &o) {
   else
     render_text(snap, stdout);
   // Any failed write, earlier or now, fails the command.
-  return fflush(stdout) == 0 && !ferror(stdout) ? kExitOk : kExitFailure;
+  bool written = fflush(stdout) == 0 && !ferror(stdout);
+  if (snap.damaged) {
+    warn_damaged(o.name);
+    return kExitFailure;
+  }
+  return written ? kExitOk : kExitFailure;
 }
 
 }  // namespace
@@ -267,19 +394,33 @@ Subcommand add_status(CLI::App &parent) {
   CLI::App *sub = parent.add_subcommand(
       "status",
       "Show permits, holders, the wait queue and counters (read-only)");
-  add_name_option(sub, &o->name);
-  sub->add_flag("-j,--json", o->json, "Print one JSON document instead of text");
+  sub->add_option("NAME", o->names,
+                  "Semaphore name: '/' and 1-255 characters, e.g. /pool "
+                  "(--prometheus: any number; none: every semaphore)")
+      ->option_text(" ");  // checked by names_problem()
+  auto *json =
+      sub->add_flag("-j,--json", o->json, "Print one JSON document instead of text");
+  sub->add_flag("--prometheus", o->prometheus,
+                "Print Prometheus metrics (text format) instead, for "
+                "node_exporter's textfile collector")
+      ->excludes(json);
   sub->footer(
-      "Opens the semaphore read-only: read permission on /dev/shm/NAME is "
+      "Reads /dev/shm/NAME once into private memory: read permission is "
       "enough and nothing is written.\nThe figures are read without the "
       "lock, so on a busy semaphore they may be a moment apart.\n"
       "A lease of several permits (run --weight) is one holder row with its "
       "WEIGHT; a waiter's RESERVED\ncounts the permits set aside for it "
       "while it gathers its WEIGHT at the head of the queue.\n"
       "After a shrink (shmsem set), 'capacity' shows how many permits are "
-      "still held above it.");
+      "still held above it.\n"
+      "DECLARED is how long a holder said it would hold its lease (run "
+      "--expect); OVERDUE marks one\nheld longer, and 'overdue' counts them. "
+      "Nothing is taken from an overdue holder.\n"
+      "--prometheus prints shmsem_* metrics (docs/prometheus.md); a semaphore "
+      "that cannot be read\nshows as shmsem_up 0 and does not fail the "
+      "command.");
   return {sub, [o] { return run_status(*o); },
-          "shmsem status NAME [--json]"};
+          "shmsem status NAME [--json]\n       shmsem status --prometheus [NAME ...]"};
 }
 
 }  // namespace shmsem::cli

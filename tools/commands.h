@@ -24,6 +24,8 @@ Subcommand add_run(CLI::App &parent);
 Subcommand add_recover(CLI::App &parent);
 Subcommand add_shutdown(CLI::App &parent);
 Subcommand add_rm(CLI::App &parent);
+Subcommand add_top(CLI::App &parent);
+Subcommand add_exporter(CLI::App &parent);
 
 // The NAME positional every subcommand but `list` takes, validated with
 // name_problem() (common.h).

@@ -1,6 +1,8 @@
 // shmsem: inspect and use shmsem semaphores from the shell. A thin front end
-// over the C API: each subcommand lives in its own cmd_<name>.cc; `status`
-// builds a Snapshot (snapshot.h) from a read-only mapping and renders it.
+// over the public C API (<shmsem/shmsem.h>, <shmsem/inspect.h>; nothing of
+// libshmsem/src/): each subcommand lives in its own cmd_<name>.cc; `status`
+// builds a Snapshot (snapshot.h) with shmsem_inspect from a private copy of
+// the file (SHMSEM_SNAPSHOT) and renders it.
 #include <stdio.h>
 #include <string.h>
 
@@ -98,6 +100,7 @@ int main_impl(int argc, char **argv) {
   std::vector<Subcommand> subs = {
       add_create(app),  add_set(app),      add_status(app), add_list(app),
       add_run(app),     add_recover(app),  add_shutdown(app), add_rm(app),
+      add_exporter(app), add_top(app),
   };
   for (const Subcommand &s : subs) fmt->usages.emplace_back(s.app, s.usage);
 

@@ -43,6 +43,10 @@ void note_handoff(shmsem_t *s, uint64_t waited) {
 // it held the watcher role, the role passes on now (a wake under the lock:
 // rare).
 void free_left(shmsem_t *s, uint32_t w) {
+  // Pairs with the owner's CAS to LEFT / LEFT_QUEUED (release), which our
+  // caller read (relaxed) to find the slot left: its left_why store is
+  // visible.
+  std::atomic_thread_fence(std::memory_order_acquire);
   const uint32_t why = __atomic_load_n(&s->slots[w].left_why, __ATOMIC_RELAXED);
   slot_free(s, w);  // commit
   if (why == kLeftCancelled)

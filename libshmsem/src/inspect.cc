@@ -50,9 +50,10 @@ struct RawHolder {
   uint32_t lease, weight;
   bool reserved;
   Owner owner;
-  uint64_t since, declared;
+  uint64_t since, declared, gen;
   bool operator==(const RawHolder &o) const {
     return lease == o.lease && weight == o.weight && reserved == o.reserved &&
+           gen == o.gen &&
            same_owner(owner, o.owner) && since == o.since &&
            declared == o.declared;
   }
@@ -90,6 +91,7 @@ void add_holder(const shmsem_t *s, uint32_t l, uint64_t word, uint32_t weight,
   h.reserved = state == kLeaseReserved;
   h.owner = read_owner(state == kLeaseHeldFast ? s->procs[p].owner : rec.owner);
   h.since = rec.since_ns.load(std::memory_order_relaxed);
+  h.gen = word_gen(word);
   h.declared = h.reserved ? 0
                           : decl_for(s->declared[l].load(std::memory_order_relaxed),
                                      word_gen(word));
@@ -343,6 +345,7 @@ int inspect(shmsem_t *s, struct shmsem_inspection *out,
     h.since_ns = r.since;
     h.held_ns = held;
     h.declared_ns = r.declared;
+    h.gen = r.gen;
   }
   if (!sc.waiters.empty()) out->oldest_wait_since_ns = sc.waiters[0].since;
   for (size_t i = 0; i < sc.waiters.size() && i < max_waiters; i++) {

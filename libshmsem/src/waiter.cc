@@ -214,9 +214,15 @@ int leave_unlocked(shmsem_t *s, const Waiter &w, int err) {
         // finish_slot()); leave it alone.
         return -ENOTRECOVERABLE;
     }
-    // Its canceller or the shutdown counted a CANCELLED or CLOSED slot.
+    // Its canceller or the shutdown counted a CANCELLED or CLOSED slot
+    // (whatever ended our wait for the lock: a cancelled waiter's limit
+    // holds the fired handle, so err is -ECANCELED too). `v` is what the
+    // CAS below compares with, refreshed when it fails.
     __atomic_store_n(&s->slots[w.slot].left_why,
-                     r == err ? why : uint32_t{kLeftCounted}, __ATOMIC_RELAXED);
+                     v == kSlotCancelled || v == kSlotClosed
+                         ? uint32_t{kLeftCounted}
+                         : why,
+                     __ATOMIC_RELAXED);
     // Acquire on failure: a GRANTED that beat us is read with its lease.
     if (word.compare_exchange_strong(v, to, std::memory_order_acq_rel,
                                      std::memory_order_acquire))

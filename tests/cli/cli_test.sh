@@ -101,12 +101,13 @@ StatusJsonHasStableFields() {
 	bg "$SHMSEM" run "$n" -- sleep 600
 	wait_for 5 "d['held'] == 1" "$n"
 	expect_rc 0 "$SHMSEM" status --json "$n"
-	expect_json "list(d.keys())" "['version', 'name', 'state', 'capacity', 'max_permits', 'created_permits', 'retiring', 'max_waiters', 'available', 'held', 'reserved', 'waiting', 'rate', 'file', 'created', 'holders', 'waiters', 'queue_rebuilt', 'counters', 'wait_ns']"
+	expect_json "list(d.keys())" "['version', 'name', 'state', 'capacity', 'max_permits', 'created_permits', 'retiring', 'max_waiters', 'available', 'held', 'reserved', 'waiting', 'rate', 'file', 'created', 'holders', 'waiters', 'queue_rebuilt', 'counters', 'wait_ns', 'hold_ns', 'overdue', 'overdue_permits', 'damaged']"
 	expect_json "d['version'], d['name'], d['state']" "(1, '$n', 'open')"
 	expect_json "d['capacity'], d['max_waiters'], d['available'], d['held'], d['reserved'], d['waiting']" "(2, 8, 1, 1, 0, 0)"
 	expect_json "d['max_permits'], d['created_permits'], d['retiring'], d['rate']" "(2, 2, 0, None)"
 	expect_json "d['file']['mode'], d['file']['path'], d['file']['uid']" "('0600', '/dev/shm$n', $(id -u))"
-	expect_json "list(d['holders'][0].keys())" "['lease', 'index', 'gen', 'state', 'weight', 'pid', 'comm', 'cmdline', 'alive', 'liveness', 'held_ns']"
+	expect_json "list(d['holders'][0].keys())" "['lease', 'index', 'gen', 'state', 'weight', 'pid', 'comm', 'cmdline', 'alive', 'liveness', 'held_ns', 'declared_ns', 'overdue']"
+	expect_json "d['holders'][0]['declared_ns'], d['holders'][0]['overdue']" "(None, False)"
 	expect_json "d['holders'][0]['pid'], d['holders'][0]['comm'], d['holders'][0]['alive'], d['holders'][0]['state'], d['holders'][0]['weight']" "($BG, 'shmsem', True, 'held', 1)"
 	expect_json "d['holders'][0]['lease'] == '%d:%d' % (d['holders'][0]['index'], d['holders'][0]['gen'])" "True"
 	expect_json "d['holders'][0]['cmdline'].endswith('run $n -- sleep 600')" "True"
@@ -114,6 +115,7 @@ StatusJsonHasStableFields() {
 	expect_json "sorted(d['counters'])" "['acquisitions', 'cancellations', 'queue_full', 'reclaimed_holders', 'reclaimed_waiters', 'repairs', 'shutdown_failures', 'timeouts']"
 	expect_json "d['counters']['acquisitions']" "1"
 	expect_json "sorted(d['wait_ns'])" "['p50', 'p90', 'p99']"
+	expect_json "d['hold_ns'], d['overdue'], d['overdue_permits'], d['damaged']" "({'p50': 0, 'p90': 0, 'p99': 0}, 0, 0, False)"
 	expect_json "d['waiters'], d['queue_rebuilt']" "([], False)"
 	expect_json "d['created'].endswith('Z')" "True"
 }
@@ -686,6 +688,52 @@ RunWeightShowsOneHolderWithItsWeight() {
 		expect_err "invalid weight '$w'"
 	done
 	expect_rc 0 "$SHMSEM" run "$n" --weight=3 -- true
+}
+
+# run --expect declares the hold (shmsem_declare_hold); once it is held
+# longer, status marks it OVERDUE and counts it. A state check well after
+# the declared time has passed, not a race: the holders sleep for minutes.
+RunExpectMarksOverdueHolders() {
+	local n late ontime plain
+	n=$(name expect)
+	"$SHMSEM" create "$n" --permits 4
+	bg "$SHMSEM" run "$n" --expect 1ms -- sleep 600
+	late=$BG
+	bg "$SHMSEM" run --expect=1h --weight 2 "$n" -- sleep 600
+	ontime=$BG
+	bg "$SHMSEM" run "$n" -- sleep 600
+	plain=$BG
+	wait_for 10 "d['held'] == 4" "$n"
+	wait_for 10 "d['overdue'] == 1" "$n"
+	expect_rc 0 "$SHMSEM" status --json "$n"
+	expect_json "d['overdue'], d['overdue_permits']" "(1, 1)"
+	expect_json "{h['pid']: (h['weight'], h['declared_ns'], h['overdue']) for h in d['holders']} == {$late: (1, 1000000, True), $ontime: (2, 3600000000000, False), $plain: (1, None, False)}" "True"
+	expect_rc 0 "$SHMSEM" status "$n"
+	expect_out "overdue    1 lease (1 permit) held longer than declared"
+	expect_out "HELD FOR  DECLARED"
+	grep -Eq "^  [0-9]+:[0-9]+ +held +1 +$late +shmsem +alive +[0-9.]+(ns|µs|ms|s) +1ms OVERDUE +.*run $n --expect 1ms -- sleep 600\$" "$TMP/out" ||
+		fail "holder $late not shown OVERDUE"
+	grep -Eq "^  [0-9]+:[0-9]+ +held +2 +$ontime +shmsem +alive +[0-9.]+(ns|µs|ms|s) +1h00m +[^O]" "$TMP/out" ||
+		fail "holder $ontime not shown with its declared 1h"
+	grep -Eq "^  [0-9]+:[0-9]+ +held +1 +$plain +shmsem +alive +[0-9.]+(ns|µs|ms|s) +- +" "$TMP/out" ||
+		fail "holder $plain without --expect not shown with '-'"
+	# Reporting only: the overdue holder keeps its permit.
+	kill -0 "$late" || fail "the overdue holder was ended"
+	# Bad values are refused in plain words (125), and the command not run.
+	local v
+	for v in 0 0ms; do
+		expect_rc 125 "$SHMSEM" run "$n" --expect "$v" -- touch "$TMP/ran"
+		expect_err "invalid --expect '$v': give how long COMMAND should hold its permit, more than 0 and at most 12d17h"
+	done
+	expect_rc 125 "$SHMSEM" run --expect 400h "$n" -- touch "$TMP/ran"
+	expect_err "invalid --expect '400h'"
+	expect_rc 125 "$SHMSEM" run "$n" --expect soon -- touch "$TMP/ran"
+	expect_err "--expect: invalid duration 'soon'"
+	expect_rc 125 "$SHMSEM" run "$n" --expect
+	expect_err "option --expect needs a duration"
+	[[ ! -e $TMP/ran ]] || fail "a command ran after a bad --expect"
+	expect_rc 0 "$SHMSEM" run --help
+	expect_out "--expect DURATION"
 }
 
 # 20/s with a burst of 1: ten runs in a row take at least 9 intervals of

@@ -67,7 +67,7 @@ enum Op : uint8_t {
   kRecover,             // -
   kCheck,               // -
   kStat,                // u8 q                 stat, stat_wait_quantile
-  kSnapshot,            // -                    the CLI's take_snapshot
+  kSnapshot,            // -                    shmsem_inspect, every handle
   kPokeBytes,           // u16 off, u8 len, bytes   through the 2nd mapping
   kPokeField,           // u8 region, u16 idx, u8 word, val32
   kPokeField64,         // u8 region, u16 idx, u8 word, val64

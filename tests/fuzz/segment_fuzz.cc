@@ -6,8 +6,10 @@
 // script over it: acquires that never block (a past deadline, a few
 // microseconds, or a cancel fired before or during the wait), releases of
 // granted and of made-up tokens, shutdown, recover, check, stat and its
-// quantiles, a read-only handle, reopening, and the CLI's snapshot
-// (tools/snapshot.cc). Between operations, and at the library's hook
+// quantiles, a read-only handle, reopening, and shmsem_inspect (what the
+// CLI's snapshot and every monitor read a segment with) through the
+// writable handle, a read-only one and a SHMSEM_SNAPSHOT copy, with buffers
+// of every size. Between operations, and at the library's hook
 // points inside them, the script may write anything anywhere in the segment
 // except the lock word, as a concurrent writer could. Any sanitizer report,
 // crash, hang (-timeout) or leak is a finding.
@@ -34,13 +36,13 @@
 #include <string>
 #include <vector>
 
+#include <shmsem/inspect.h>
 #include <shmsem/shmsem.h>
 
 #include "fuzz_input.h"
 #include "handle.h"
 #include "layout.h"
 #include "owner.h"
-#include "snapshot.h"
 #include "testing.h"
 
 namespace {
@@ -349,14 +351,42 @@ void op_stat(Reader &r) {
   shmsem_stat_wait_quantile(&st, 1.0);
 }
 
-void op_snapshot() {
-  shmsem::cli::Snapshot snap;
-  if (shmsem::cli::take_snapshot(g.name, &snap) != 0) return;
-  // Touch what a renderer would.
-  size_t n = 0;
-  for (const auto &h : snap.holders) n += h.owner.comm.size() + h.index;
-  for (const auto &w : snap.waiters) n += w.owner.cmdline.size() + w.position;
+// shmsem_inspect through `s` with room for `room` holders and waiters
+// (at most the geometry's), touching everything it filled in as a
+// renderer would; every result is allowed, a crash is not.
+void inspect_through(shmsem_t *s, uint32_t room) {
+  if (!s) return;
+  const uint32_t nh = room < g.permits ? room : g.permits;
+  const uint32_t nw = room < g.max_waiters ? room : g.max_waiters;
+  std::vector<struct shmsem_holder> holders(nh);
+  std::vector<struct shmsem_waiter_info> waiters(nw);
+  struct shmsem_inspection in;
+  int r = shmsem_inspect(s, &in, holders.data(), nh, waiters.data(), nw);
+  if (r != 0 && r != -ENOBUFS && r != -EUCLEAN) return;
+  uint64_t n = in.overdue + in.oldest_lease_since_ns;
+  for (uint32_t i = 0; i < nh && i < in.nholders; i++)
+    n += holders[i].lease + holders[i].weight + uint32_t(holders[i].pid) +
+         holders[i].declared_ns;
+  for (uint32_t i = 0; i < nw && i < in.nwaiters; i++)
+    n += waiters[i].position + waiters[i].slot + waiters[i].reserved;
+  shmsem_hist_quantile(in.stat.wait_hist, 0.99);
   (void)n;
+}
+
+// The op takes no argument (the script format and the corpus stay as they
+// were): every way, with short buffers through the read-only mapping.
+void op_snapshot() {
+  inspect_through(g.s, ~0u);
+  shmsem_t *ro = nullptr;
+  if (shmsem_open(g.name.c_str(), SHMSEM_RDONLY, &ro) == 0) {
+    inspect_through(ro, 1);
+    shmsem_detach(ro);
+  }
+  shmsem_t *copy = nullptr;  // as `shmsem status` reads it
+  if (shmsem_open(g.name.c_str(), SHMSEM_SNAPSHOT, &copy) == 0) {
+    inspect_through(copy, ~0u);
+    shmsem_detach(copy);
+  }
 }
 
 void op_read_only() {

@@ -47,7 +47,8 @@ struct shmsem_holder {
 	uint64_t since_ns;   /* CLOCK_MONOTONIC_COARSE time of the grant */
 	uint64_t held_ns;    /* how long it has been held, at the snapshot */
 	uint64_t declared_ns; /* declared hold time (shmsem_declare_hold); 0 none */
-	uint64_t __reserved[2];
+	uint64_t gen;        /* the lease record's generation (its token's) */
+	uint64_t __reserved[1];
 };
 
 /* One queued waiter, in FIFO order. */

@@ -1,0 +1,80 @@
+// The data and the screen of `shmsem top`: one sample of each semaphore,
+// taken through the public inspect API (<shmsem/inspect.h>) from a
+// SHMSEM_SNAPSHOT handle, and the plain-text screen rendered from samples.
+// Rendering is a pure function of its inputs (no clock, no terminal), so the
+// same lines go to a terminal, a pipe or a test; cmd_top.cc owns the loop,
+// the terminal and the signals.
+#ifndef SHMSEM_TOOLS_TOP_VIEW_H
+#define SHMSEM_TOOLS_TOP_VIEW_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <string>
+#include <vector>
+
+#include <shmsem/inspect.h>
+
+namespace shmsem::cli {
+
+struct TopHolder {
+  struct shmsem_holder h = {};
+  std::string comm;     // /proc/<pid>/comm; "" if unreadable or proven dead
+  std::string cmdline;  // /proc/<pid>/cmdline, space-joined, truncated
+};
+
+struct TopWaiter {
+  struct shmsem_waiter_info w = {};
+  std::string comm, cmdline;
+};
+
+struct PoolSample {
+  std::string name;
+  int error = 0;  // negative errno: it could not be opened or inspected
+  struct shmsem_inspection in = {};
+  std::vector<TopHolder> holders;  // by lease record
+  std::vector<TopWaiter> waiters;  // queue order
+  // Acquisitions and timeouts per second since the previous sample of the
+  // same name (counter delta over the in.now_ns delta). Unknown on the
+  // first sample, after an error, or if the counters went backwards (the
+  // name now holds another semaphore).
+  bool rates_known = false;
+  double acquisitions_per_s = 0, timeouts_per_s = 0;
+};
+
+// Open `name` with SHMSEM_SNAPSHOT and inspect it. Returns 0 and fills
+// *out, or a negative errno (also stored in out->error).
+int sample_pool(const std::string &name, PoolSample *out);
+
+// Every semaphore in /dev/shm, sorted by name: each regular file whose
+// name is a valid semaphore name and that sample_pool() accepts. Files it
+// refuses (not a semaphore, unreadable, gone meanwhile) are skipped.
+std::vector<PoolSample> sample_all_pools();
+
+// Fill cur's rates from `prev` (the previous sample of the same name, or
+// nullptr).
+void compute_rates(const PoolSample *prev, PoolSample *cur);
+
+struct TopLayout {
+  size_t width = 0;   // display columns per line; 0: no limit
+  size_t height = 0;  // lines per screen; 0: no limit
+  std::string clock;  // wall time of the samples, e.g. "12:34:56"
+  std::string delay;  // "2s"
+  bool all = false;   // NAME… not given: every semaphore in /dev/shm
+  bool interactive = false;  // the title says "q quits"
+};
+
+// The screen: a title line, a blank line, then per semaphore its header
+// line, its holders and its waiters. With a height, lists are cut evenly
+// to fit ("... N more holders"); with a width, each line is cut to it. All
+// text from the segment or /proc goes through printable().
+std::vector<std::string> render_top(const std::vector<PoolSample> &pools,
+                                    const TopLayout &layout);
+
+// `line` cut to `width` display columns (UTF-8 continuation bytes take
+// none); 0: unchanged.
+std::string fit_width(const std::string &line, size_t width);
+
+}  // namespace shmsem::cli
+
+#endif  // SHMSEM_TOOLS_TOP_VIEW_H

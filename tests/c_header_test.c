@@ -1,4 +1,5 @@
-/* The public header compiles as strict C99 (-pedantic -Werror) and links. */
+/* The public headers compile as strict C99 (-pedantic -Werror) and link. */
+#include <shmsem/inspect.h>
 #include <shmsem/shmsem.h>
 
 #include <string.h>
@@ -17,5 +18,13 @@ int main(void) {
 		return 2;
 	if (strcmp(shmsem_strerror(-16), "wait queue is full") != 0)
 		return 3;
+	{
+		struct shmsem_inspection in;
+		if (shmsem_inspect(s, &in, NULL, 0, NULL, 0) != -22)
+			return 5;
+		if (shmsem_hist_bucket(0) != 0 ||
+		    shmsem_hold_bound_ns(SHMSEM_HOLD_BUCKETS - 1) != UINT64_MAX)
+			return 6;
+	}
 	return SHMSEM_VERSION_MAJOR >= 0 ? 0 : 4;
 }

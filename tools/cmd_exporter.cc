@@ -46,7 +46,7 @@ struct ListenAddress {
 // "" and *out, or what is wrong with `text`. Accepts IPV4:PORT,
 // [IPV6]:PORT and localhost:PORT (127.0.0.1); PORT 0 picks a free port.
 std::string parse_listen(const std::string &text, ListenAddress *out) {
-  const std::string expected =
+  std::string expected =  // not const: returned, moved
       "invalid --listen '" + printable(text) +
       "': expected ADDRESS:PORT with a numeric IPv4 address, [IPv6] or "
       "localhost, and a port 0-65535, e.g. 127.0.0.1:9100 or [::1]:9100";
@@ -205,7 +205,7 @@ int run_exporter(const ExporterOptions &o) {
                           : (std::to_string(o.names.size()) +
                              (o.names.size() == 1 ? " semaphore" : " semaphores"))
                                 .c_str());
-  fflush(stderr);
+  (void)fflush(stderr);
 
   int sig = 0;
   while (sigwait(&stop, &sig) != 0) {

@@ -332,7 +332,7 @@ int run_prometheus(const StatusOptions &o) {
   for (const PoolReading &r : readings)
     if (r.error) report_error("status", r.name, r.error);
   std::string text = serialize_text(build_metrics(readings));
-  fwrite(text.data(), 1, text.size(), stdout);
+  (void)fwrite(text.data(), 1, text.size(), stdout);  // ferror() below
   return fflush(stdout) == 0 && !ferror(stdout) ? kExitOk : kExitFailure;
 }
 

@@ -43,7 +43,7 @@ std::string per_second_text(bool known, double per_s) {
   return buf;
 }
 
-size_t display_width(const std::string &s) {
+size_t cell_width(const std::string &s) {
   size_t w = 0;
   for (unsigned char c : s)
     if ((c & 0xc0) != 0x80) w++;
@@ -53,11 +53,11 @@ size_t display_width(const std::string &s) {
 // `s` padded with spaces to `width` display columns, on the left (right
 // aligned) or on the right; never cut.
 std::string pad_left(const std::string &s, size_t width) {
-  size_t w = display_width(s);
+  size_t w = cell_width(s);
   return w >= width ? s : std::string(width - w, ' ') + s;
 }
 std::string pad_right(const std::string &s, size_t width) {
-  size_t w = display_width(s);
+  size_t w = cell_width(s);
   return w >= width ? s : s + std::string(width - w, ' ');
 }
 

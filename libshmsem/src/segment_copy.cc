@@ -66,7 +66,7 @@ int segment_copy(const char *name, shmsem_t **out) {
   *out = nullptr;
   int dir = open("/dev/shm", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dir < 0) return -errno;
-  struct stat before, st;
+  struct stat before = {}, st = {};
   int fd = open_regular(dir, name + 1, &before);
   close(dir);
   if (fd < 0) return fd;

@@ -72,10 +72,10 @@ void stat_fill(shmsem_t *s, struct shmsem_stat *st) {
       continue;
     for (const Lane &ln : s->procs[p].lanes) fast += r64(ln.acquisitions);
     for (uint32_t ln = 0; ln < kLanes; ln++) {
-      const LaneHold &h = s->holds[p * kLanes + ln];
-      st->hold_sum_ns += r64(h.sum_ns);
+      const LaneHold &lh = s->holds[p * kLanes + ln];
+      st->hold_sum_ns += r64(lh.sum_ns);
       for (int b = 0; b < SHMSEM_HOLD_BUCKETS; b++)
-        st->hold_hist[b] += r64(h.hist[b]);
+        st->hold_hist[b] += r64(lh.hist[b]);
     }
   }
   st->acquisitions += fast;

@@ -158,6 +158,12 @@ class PoolCollector : public prometheus::Collectable {
   mutable std::map<std::string, int> last_error_;
 };
 
+// Server threads (concurrent connections), and how long one waits for a
+// client's request (ms): well below Prometheus's default scrape timeout
+// (10 s), so that stalled connections delay a scrape, not fail it.
+constexpr int kThreads = 8;
+constexpr int kRequestTimeoutMs = 2000;
+
 int run_exporter(const ExporterOptions &o) {
   ListenAddress addr;
   std::string problem = parse_listen(o.listen, &addr);
@@ -191,7 +197,14 @@ int run_exporter(const ExporterOptions &o) {
   auto collector = std::make_shared<PoolCollector>(o.names);
   std::unique_ptr<prometheus::Exposer> exposer;
   try {
-    exposer = std::make_unique<prometheus::Exposer>(where, 2);
+    // civetweb serves one connection per thread, and a thread waits up to
+    // request_timeout_ms (default 30 s) for a request that never comes: two
+    // idle connections (a port scanner, a client that connects and stalls)
+    // held both threads and every scrape timed out. More threads, and a
+    // stalled client dropped after kRequestTimeoutMs.
+    exposer = std::make_unique<prometheus::Exposer>(std::vector<std::string>{
+        "listening_ports", where, "num_threads", std::to_string(kThreads),
+        "request_timeout_ms", std::to_string(kRequestTimeoutMs)});
   } catch (const std::exception &e) {
     fprintf(stderr, "shmsem: exporter: cannot listen on %s: %s\n",
             printable(where).c_str(), e.what());

@@ -33,6 +33,13 @@ constexpr double kNsPerSecond = 1e9;
 
 double seconds(uint64_t ns) { return double(ns) / kNsPerSecond; }
 
+// Counts read from the segment may be anything a writer put there (and the
+// library adds the lanes' counts without saturating): add without wrapping,
+// so that cumulative buckets never decrease.
+uint64_t add_saturated(uint64_t a, uint64_t b) {
+  return b > ~a ? ~uint64_t{0} : a + b;
+}
+
 // Errors of shmsem_open that, for a file found in /dev/shm (not named by
 // the user), mean "not a semaphore we can show": not a shmsem segment, or
 // unreadable so we cannot tell, or gone since readdir. `shmsem list` skips
@@ -84,7 +91,7 @@ class Builder {
     ClientMetric m = pool_sample(r);
     uint64_t cumulative = 0;
     for (size_t i = 0; i < bounds_ns.size(); i++) {
-      cumulative += counts[i];
+      cumulative = add_saturated(cumulative, counts[i]);
       m.histogram.bucket.push_back(
           {cumulative, bounds_ns[i] == UINT64_MAX
                            ? std::numeric_limits<double>::infinity()
@@ -212,7 +219,7 @@ void add_pool(Builder &b, const PoolReading &r) {
     size_t at = size_t(std::lower_bound(wait_bounds.begin(), wait_bounds.end(),
                                         largest) -
                        wait_bounds.begin());
-    wait_counts[at] += st.wait_hist[i];
+    wait_counts[at] = add_saturated(wait_counts[at], st.wait_hist[i]);
   }
   b.histogram("shmsem_wait_seconds",
               "Time from queueing to the grant of successful acquires (0 for "

@@ -240,8 +240,13 @@ std::vector<PoolSample> sample_all_pools() {
   std::sort(names.begin(), names.end());
   std::vector<PoolSample> out;
   for (const std::string &name : names) {
+    // Files that are not semaphores are skipped (as `shmsem list` does); a
+    // damaged one, another layout's or an unreadable one is shown with its
+    // error, as the exporter shows it down, not hidden.
     PoolSample p;
-    if (sample_pool(name, &p) == 0) out.push_back(std::move(p));
+    const int e = sample_pool(name, &p);
+    if (e == 0 || e == -EUCLEAN || e == -EPROTO || e == -EACCES)
+      out.push_back(std::move(p));
   }
   return out;
 }

@@ -8,9 +8,11 @@
 
 #include <errno.h>
 #include <string.h>
+#include <time.h>
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <tuple>
 #include <vector>
 
@@ -244,6 +246,25 @@ void scan(shmsem_t *s, Scan *out, struct shmsem_stat *st) {
 // How long a monitor waits for the lock before it reads without it: a
 // holder stopped by SIGSTOP or a debugger must not hang a scrape.
 constexpr uint64_t kInspectLockNs = 50'000'000;
+
+// Wait until the lock word names no holder, up to `deadline` (real clock):
+// lock_within() itself gives up on a live holder only after a floor
+// (lock.h kLockFloorNs, 100 ms; 1 s while the holder is seen running),
+// longer than a monitor may hang. A word with no tid (flags only) counts
+// as free: lock_within() takes it at once.
+bool lock_word_free_by(const shmsem_t *s, uint64_t deadline) {
+  uint64_t nap = 20'000;
+  for (;;) {
+    if ((s->core->lock_word.load(std::memory_order_relaxed) & kLockTidMask) ==
+        0)
+      return true;
+    const uint64_t now = real_mono_ns();
+    if (now >= deadline) return false;
+    const struct timespec ts = ns_to_ts(std::min(nap, deadline - now));
+    nanosleep(&ts, nullptr);
+    nap = std::min<uint64_t>(nap * 2, 1'000'000);
+  }
+}
 // A read-only reader repeats its read until two agree, this often at most.
 constexpr int kReadTries = 4;
 
@@ -289,8 +310,10 @@ int inspect(shmsem_t *s, struct shmsem_inspection *out,
     scan(s, &sc, &out->stat);  // a private copy: nothing changes it
   } else if (!s->rdonly) {
     const Limit limit{mono_ns() + kInspectLockNs, nullptr, false};
-    LockGuard guard(s, &limit);
-    if (!guard.error()) {
+    std::optional<LockGuard> guard;
+    if (lock_word_free_by(s, real_mono_ns() + kInspectLockNs))
+      guard.emplace(s, &limit);
+    if (guard && !guard->error()) {
       scan(s, &sc, &out->stat);
     } else {
       torn = true;  // read below, without the lock
@@ -364,9 +387,15 @@ int inspect(shmsem_t *s, struct shmsem_inspection *out,
     w.waited_ns = now > r.since ? now - r.since : 0;
   }
   // Each counter alone is bounded by the geometry, however torn the read:
-  // past its bound, the segment was written by someone else.
+  // past its bound, the segment was written by someone else. Not the
+  // stat's `held` and `available`: they add the lock-free path's leases,
+  // counted by a scan of the records after the core's counters were read,
+  // and a lease that moved between the two (released under the lock, then
+  // taken or freed without it) is in both, in a read without the lock; the
+  // core's own counters are bounded.
   const struct shmsem_stat &st = out->stat;
-  if (st.held > s->permits || st.available > s->permits ||
+  if (s->core->held.load(std::memory_order_relaxed) > s->permits ||
+      s->core->available.load(std::memory_order_relaxed) > s->permits ||
       st.reserved > s->permits || st.retiring > s->permits ||
       st.waiting > s->max_waiters || st.closed > 1)
     return -EUCLEAN;

@@ -271,7 +271,8 @@ void shmsem_cancel_reset(shmsem_cancel_t *c);
  * The general acquire: optional deadline (NULL waits forever), optional
  * cancellation handle, flags. Errors: those of shmsem_acquire_until, and
  * -ECANCELED cancelled through `cancel`, -EINTR a signal arrived during an
- * interruptible wait. In every error case the caller owns nothing.
+ * interruptible wait, -EBADF a read-only handle (even with `cancel` already
+ * fired). In every error case the caller owns nothing.
  */
 int shmsem_acquire_ex(shmsem_t *s, const struct timespec *deadline,
 		      shmsem_cancel_t *cancel, unsigned flags,
@@ -539,12 +540,23 @@ struct shmsem_stat {
 	uint32_t waiting;
 	uint32_t closed;
 	uint32_t max_permits; /* the most the capacity may grow to */
-	uint64_t acquisitions;      /* successful acquires */
-	uint64_t timeouts;          /* acquires that ended in -ETIMEDOUT */
-	uint64_t cancellations;     /* -ECANCELED and -EINTR */
+	/* Each outcome is counted once, under the internal lock (DESIGN.md
+	 * §14). A call that gives up waiting for that lock itself (held by a
+	 * stopped process past its deadline, cancel or signal) before it
+	 * queued is not counted; a failed try (-EAGAIN) is counted nowhere. */
+	uint64_t acquisitions;      /* acquires that returned a lease, one per
+				       lease whatever its weight (also a grant
+				       that won over a timeout or cancel) */
+	uint64_t timeouts;          /* acquires that ended in -ETIMEDOUT, a
+				       past deadline with no permit included */
+	uint64_t cancellations;     /* -ECANCELED (a handle fired before or
+				       during the wait, shmsem_waiter_cancel),
+				       -EINTR, pthread_cancel while queued */
 	uint64_t queue_full;        /* -EBUSY rejections */
-	uint64_t shutdown_failures; /* waiters failed by shutdown */
-	uint64_t reclaimed_holders; /* permits reclaimed from dead owners */
+	uint64_t shutdown_failures; /* queued waiters failed by shutdown
+				       (refused later acquires are not) */
+	uint64_t reclaimed_holders; /* permits reclaimed from dead owners (a
+				       lease or grant of n counts n) */
 	uint64_t reclaimed_waiters; /* slots reclaimed from dead owners */
 	uint64_t repairs;           /* lock owner died; state was rebuilt */
 	/* Enqueue-to-grant times of acquires (an acquire that did not wait

@@ -92,7 +92,10 @@ TopRedrawsInATerminalAndRestoresIt() {
 	local n holder waiter
 	n=$(name live)
 	holder_and_waiter "$n"
-	term 120 40 -d 0.2 "$n"
+	# Wide enough that the ARGS column keeps "shmsem run /" after the
+	# binary's full path, however deep the build tree (a 120-column pane
+	# cut the holder's ARGS at "shmsem ru" under /check/work/main/build-asan).
+	term 250 40 -d 0.2 "$n"
 	wait_screen "holder $holder and waiter $waiter" \
 		"^shmsem top .*1 semaphore, every 200ms" \
 		"^$n  capacity 1  held 1  waiting 1  oldest wait " \

@@ -14,32 +14,14 @@
 #include "support/manual_clock.h"
 #include "support/process.h"
 #include "support/segment.h"
+#include "support/waiter_thread.h"
 
 namespace shmsem::test {
 namespace {
 
 constexpr uint64_t kMs = 1'000'000;
 
-bool waiting_is(shmsem_t *s, uint32_t n) {
-  return wait_until([&] { return counts(s).waiting == n; });
-}
 
-// A waiter thread whose result and lease the test reads after join().
-struct WaiterThread {
-  int result = 1;
-  shmsem_lease_t lease{};
-  std::atomic<bool> done{false};
-  std::thread t;
-  template <typename F>
-  void start(int tag, F fn) {
-    t = std::thread([this, tag, fn] {
-      HookGate::tag_this_thread(tag);
-      result = fn(&lease);
-      done = true;
-    });
-  }
-  void join() { t.join(); }
-};
 
 TEST(Timeout, GrantWinsOverAFiredTimeoutAndTheCallerOwnsTheLease) {
   Segment seg(1);

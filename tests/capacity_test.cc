@@ -21,15 +21,7 @@ shmsem_config config(uint32_t permits, uint32_t max_permits) {
   return c;
 }
 
-struct shmsem_stat stat_of(shmsem_t *s) {
-  struct shmsem_stat st;
-  EXPECT_EQ(shmsem_stat(s, &st), 0);
-  return st;
-}
 
-bool waiting_is(shmsem_t *s, uint32_t n) {
-  return wait_until([&] { return counts(s).waiting == n; });
-}
 
 TEST(Capacity, ZeroConfigIsAPlainSemaphoreAtItsMaximum) {
   Segment seg(3);

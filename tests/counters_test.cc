@@ -22,6 +22,7 @@
 #include "support/manual_clock.h"
 #include "support/process.h"
 #include "support/segment.h"
+#include "support/waiter_thread.h"
 #include "testing.h"
 
 namespace shmsem::test {
@@ -79,26 +80,7 @@ class Counters {
   Tally last_;
 };
 
-bool waiting_is(shmsem_t *s, uint32_t n) {
-  return wait_until([&] { return counts(s).waiting == n; });
-}
 
-// A blocking acquire in a thread of its own, tagged for HookGate.
-struct WaiterThread {
-  int result = 1;
-  shmsem_lease_t lease{};
-  std::atomic<bool> done{false};
-  std::thread t;
-  template <typename F>
-  void start(int tag, F fn) {
-    t = std::thread([this, tag, fn] {
-      HookGate::tag_this_thread(tag);
-      result = fn(&lease);
-      done = true;
-    });
-  }
-  void join() { t.join(); }
-};
 
 const timespec kPast{0, 0};
 

@@ -27,9 +27,6 @@ namespace {
 
 using namespace std::chrono_literals;
 
-bool waiting_is(shmsem_t *s, uint32_t n) {
-  return wait_until([&] { return counts(s).waiting == n; });
-}
 
 // Counts the lock holders' hook points (every locked operation passes one).
 std::atomic<int> g_locked{0};

@@ -16,9 +16,6 @@
 namespace shmsem::test {
 namespace {
 
-bool waiting_is(shmsem_t *s, uint32_t n) {
-  return wait_until([&] { return counts(s).waiting == n; });
-}
 
 TEST(Fifo, OnePermitEightWaitersAreServedInArrivalOrder) {
   Segment seg(1);

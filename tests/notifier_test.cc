@@ -46,9 +46,6 @@ int open_fds() {
   return n;
 }
 
-bool waiting_is(shmsem_t *s, uint32_t n) {
-  return wait_until([&] { return counts(s).waiting == n; });
-}
 
 // Takes the polling fallback's feature away for one test.
 class NoWaitv {

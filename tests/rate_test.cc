@@ -30,15 +30,7 @@ shmsem_config rated(uint32_t permits, uint32_t rate, uint32_t burst,
   return c;
 }
 
-struct shmsem_stat stat_of(shmsem_t *s) {
-  struct shmsem_stat st;
-  EXPECT_EQ(shmsem_stat(s, &st), 0);
-  return st;
-}
 
-bool waiting_is(shmsem_t *s, uint32_t n) {
-  return wait_until([&] { return counts(s).waiting == n; });
-}
 
 // Takes one permit with try_acquire and gives it straight back: 0, or
 // -EAGAIN when the bucket is empty.

@@ -47,13 +47,6 @@ struct QueuedThread {
   }
 };
 
-bool waiting_is(shmsem_t *s, uint32_t n) {
-  return wait_until([&] {
-    struct shmsem_stat st;
-    shmsem_stat(s, &st);
-    return st.waiting == n;
-  });
-}
 
 TEST(Untrusted, OutOfRangeFreeListIndexIsRepairedNotFollowed) {
   Segment seg(2);

@@ -22,9 +22,6 @@
 namespace shmsem::test {
 namespace {
 
-bool waiting_is(shmsem_t *s, uint32_t n) {
-  return wait_until([&] { return counts(s).waiting == n; });
-}
 
 // A thread that acquires `n` permits, records its name in `order`, and
 // keeps the lease in `out` (the test releases it).

@@ -5,6 +5,7 @@
 #include <atomic>
 
 #include "check.h"
+#include "support/process.h"
 
 namespace shmsem::test {
 
@@ -53,6 +54,16 @@ Counts counts(shmsem_t *s) {
   struct shmsem_stat st;
   shmsem_stat(s, &st);
   return {st.available, st.held, st.reserved, st.waiting};
+}
+
+struct shmsem_stat stat_of(shmsem_t *s) {
+  struct shmsem_stat st {};
+  EXPECT_EQ(shmsem_stat(s, &st), 0);
+  return st;
+}
+
+bool waiting_is(shmsem_t *s, uint32_t n) {
+  return wait_until([&] { return counts(s).waiting == n; });
 }
 
 }  // namespace shmsem::test

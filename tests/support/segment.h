@@ -41,6 +41,14 @@ struct Counts {
 };
 Counts counts(shmsem_t *s);
 
+// The whole stat, expected to succeed (a gtest failure if it does not).
+// Not for forked children: they report through CHILD_CHECK.
+struct shmsem_stat stat_of(shmsem_t *s);
+
+// Polls (bounded, see wait_until) until exactly n waiters are queued: for
+// waiting on an observable state, never for ordering a race.
+bool waiting_is(shmsem_t *s, uint32_t n);
+
 }  // namespace shmsem::test
 
 #define EXPECT_INVARIANTS(s) \

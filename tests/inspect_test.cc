@@ -18,6 +18,9 @@
 #include <shmsem/inspect.h>
 #include <shmsem/shmsem.h>
 
+#include "handle.h"
+#include "layout.h"
+#include "support/hook_gate.h"
 #include "support/manual_clock.h"
 #include "support/process.h"
 #include "support/segment.h"
@@ -202,6 +205,54 @@ TEST(Inspect, KilledHolderIsDeadUntilRecovered) {
   EXPECT_EQ(r.in.nholders, 0u);
   EXPECT_EQ(r.in.oldest_lease_since_ns, 0u);
   EXPECT_EQ(r.in.stat.reclaimed_holders, 1u);
+  EXPECT_INVARIANTS(seg.get());
+}
+
+// A read that never agreed with itself (SHMSEM_INSPECT_TORN) may hold an
+// owner read half-written, which looks dead: there, an owner found dead is
+// UNKNOWN (counted alive), never DEAD. The same dead holder read whole is
+// DEAD. The reads are torn on purpose: at each one's end the lease's start
+// time moves, as a busy semaphore's records do.
+TEST(Inspect, TornReadSaysUnknownNotDeadOfAnOwnerFoundDead) {
+  Segment seg(2);
+  Children kids;
+  HeldPipe p;
+  pid_t holder = p.spawn_holder(kids, seg, 1);
+  ASSERT_EQ(kill(holder, SIGKILL), 0);
+  EXPECT_EQ(kids.wait(holder, 30s), 128 + SIGKILL);
+  shmsem_t *ro = seg.open_again(SHMSEM_RDONLY);
+  ASSERT_NE(ro, nullptr);
+
+  Inspection r = inspect(ro);
+  ASSERT_EQ(r.rc, 0);
+  EXPECT_EQ(r.in.flags & SHMSEM_INSPECT_TORN, 0u);
+  ASSERT_EQ(r.holders.size(), 1u);
+  EXPECT_EQ(r.holders[0].liveness, SHMSEM_OWNER_DEAD) << "read whole";
+
+  const uint32_t l = r.holders[0].lease;
+  ASSERT_LT(l, 2u);
+  std::atomic<int> reads{0};
+  {
+    HookGate gate;
+    gate.on_every([&](HookPoint hp) {
+      if (hp != HookPoint::INSPECT_SCANNED) return;
+      reads++;
+      seg.get()->leases[l].since_ns.fetch_add(1, std::memory_order_relaxed);
+    });
+    r = inspect(ro);
+  }
+  ASSERT_EQ(r.rc, 0);
+  EXPECT_GE(reads.load(), 2) << "the hook must see every read";
+  EXPECT_NE(r.in.flags & SHMSEM_INSPECT_TORN, 0u);
+  ASSERT_EQ(r.holders.size(), 1u);
+  EXPECT_EQ(r.holders[0].pid, holder);
+  EXPECT_EQ(r.holders[0].liveness, SHMSEM_OWNER_UNKNOWN) << "torn read";
+
+  r = inspect(ro);  // whole again
+  ASSERT_EQ(r.holders.size(), 1u);
+  EXPECT_EQ(r.holders[0].liveness, SHMSEM_OWNER_DEAD);
+  shmsem_detach(ro);
+  EXPECT_EQ(shmsem_recover(seg.get()), 1);
   EXPECT_INVARIANTS(seg.get());
 }
 

@@ -54,7 +54,8 @@ namespace shmsem::detail {
   X(CREATE_SIZED)              /* create: file sized, not initialised */      \
   X(CREATE_INITIALISED)        /* create: segment built, not yet named */     \
   X(CREATE_LINKED)             /* create: linked under its name */           \
-  X(SNAPSHOT_COPY)             /* SHMSEM_SNAPSHOT: file open, not yet read */
+  X(SNAPSHOT_COPY)             /* SHMSEM_SNAPSHOT: file open, not yet read */ \
+  X(INSPECT_SCANNED)           /* inspect: one read without the lock done */
 
 enum class HookPoint : int {
 #define SHMSEM_X(name) name,

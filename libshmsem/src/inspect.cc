@@ -19,6 +19,7 @@
 #include "clock.h"
 #include "declare.h"
 #include "handle.h"
+#include "hooks.h"
 #include "lock.h"
 #include "owner.h"
 #include "stat.h"
@@ -277,22 +278,28 @@ uint32_t liveness(Verdict v) {
 // The owners' verdicts, judged after the snapshot (outside the lock: it
 // costs system calls) and once per distinct owner: a semaphore with many
 // holders usually has few processes.
+//
+// In a torn read (the reads never agreed) an owner may have been read
+// half-written, the pid of one process with the start time of another,
+// and such an owner looks dead: there, "dead" is reported UNKNOWN. Dead
+// is said only of an owner read whole.
 class Judge {
  public:
-  explicit Judge(const shmsem_t *s) : can_(may_judge(s->pidns)) {}
+  Judge(const shmsem_t *s, bool torn)
+      : can_(may_judge(s->pidns)), torn_(torn) {}
   uint32_t operator()(const Owner &o, bool is_slot) {
     Key key{o.pid, o.tid, o.start, o.ino, o.tino, is_slot};
     auto it = seen_.find(key);
     if (it != seen_.end()) return it->second;
-    const uint32_t v =
-        liveness(can_ ? record_verdict(o, is_slot) : Verdict::kUnknown);
-    seen_.emplace(key, v);
-    return v;
+    Verdict v = can_ ? record_verdict(o, is_slot) : Verdict::kUnknown;
+    if (torn_ && v == Verdict::kDead) v = Verdict::kUnknown;
+    seen_.emplace(key, liveness(v));
+    return liveness(v);
   }
 
  private:
   using Key = std::tuple<int32_t, int32_t, uint64_t, uint64_t, uint64_t, bool>;
-  bool can_;
+  bool can_, torn_;
   std::map<Key, uint32_t> seen_;
 };
 
@@ -324,8 +331,10 @@ int inspect(shmsem_t *s, struct shmsem_inspection *out,
     Scan again;
     struct shmsem_stat st2;
     scan(s, &sc, &out->stat);
+    SHMSEM_HOOK(INSPECT_SCANNED);
     for (int i = 1; i < kReadTries && torn; i++) {
       scan(s, &again, &st2);
+      SHMSEM_HOOK(INSPECT_SCANNED);
       torn = !(again == sc);
       sc = std::move(again);
       out->stat = st2;
@@ -343,7 +352,7 @@ int inspect(shmsem_t *s, struct shmsem_inspection *out,
   out->nholders = uint32_t(sc.holders.size());
   out->nwaiters = uint32_t(sc.waiters.size());
 
-  Judge judge(s);
+  Judge judge(s, torn);
   const uint64_t now_c = out->now_coarse_ns, now = out->now_ns;
   for (size_t i = 0; i < sc.holders.size(); i++) {
     const RawHolder &r = sc.holders[i];

@@ -23,7 +23,9 @@ extern "C" {
 /* What a process that owns a lease or a waiter slot looks like from here.
  * DEAD only with proof (it exited, or its PID now names another process);
  * UNKNOWN when this process cannot tell (hidden /proc, another PID
- * namespace): the library counts UNKNOWN as alive and never reclaims it. */
+ * namespace, or an owner that looked dead in a SHMSEM_INSPECT_TORN read,
+ * where it may have been read half-written): the library counts UNKNOWN
+ * as alive and never reclaims it. */
 #define SHMSEM_OWNER_ALIVE 0u
 #define SHMSEM_OWNER_DEAD 1u
 #define SHMSEM_OWNER_UNKNOWN 2u

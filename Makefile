@@ -13,7 +13,7 @@ FUZZ_SECONDS ?= 600
 FUZZ_SHORT_SECONDS ?= 30
 FUZZ_WORKERS ?= $(JOBS)
 
-.PHONY: all deps build demo lint test test-fast test-sanitize fuzz fuzz-short fuzz-build bench soak verify install clean help
+.PHONY: all deps build demo lint test test-fast test-sanitize fuzz fuzz-short fuzz-build bench soak verify verify-quick install clean help
 
 all: build
 
@@ -28,10 +28,11 @@ demo: build
 	./$(BUILD)/examples/shmsem-demo
 
 # Static analysis first (it fails fastest), then the whole suite, again
-# under AddressSanitizer + UBSan, then the SPIN model check of the protocol
-# and the lock (about a minute), then half a minute of the segment fuzzer
-# from its seeds.
-test: lint test-fast test-sanitize verify fuzz-short
+# under AddressSanitizer + UBSan (less what runs no library code: label
+# no-sanitize), then the quick tier of the SPIN model check (every model;
+# `make verify` runs every configuration), then half a minute of the
+# segment fuzzer from its seeds.
+test: lint test-fast test-sanitize verify-quick fuzz-short
 
 # clang-tidy (.clang-tidy) and cppcheck (.cppcheck-suppressions); any finding
 # fails. Configures its own build directory, builds nothing. See scripts/lint.
@@ -71,6 +72,9 @@ soak: build
 verify: deps
 	./verify/run.sh
 
+verify-quick: deps
+	./verify/run.sh --quick
+
 install: build
 	cmake --install $(BUILD) --prefix $(PREFIX)
 
@@ -79,12 +83,13 @@ clean:
 
 help:
 	@echo "make demo       build and run the demo (installs Debian packages if missing)"
-	@echo "make test       make lint, all tests, again under ASan+UBSan, then make verify and make fuzz-short"
+	@echo "make test       make lint, all tests, again under ASan+UBSan, then make verify-quick and make fuzz-short"
 	@echo "make lint       clang-tidy and cppcheck; any finding fails (scripts/lint)"
 	@echo "make test-fast  the tests without the sanitizer pass"
 	@echo "make bench      benchmarks against sem_t, SysV, robust mutex, flock"
 	@echo "make soak       long crash soak (SHMSEM_SOAK_SECONDS=120, SHMSEM_CRASH_SEEDS=8)"
-	@echo "make verify     model-check verify/shmsem.pml with SPIN"
+	@echo "make verify     model-check every configuration of the SPIN models in verify/ (~10 min on 2 CPUs)"
+	@echo "make verify-quick  the smaller configurations of each model (part of make test)"
 	@echo "make fuzz       libFuzzer (clang, ASan+UBSan) over arbitrary segment bytes and op scripts,"
 	@echo "                FUZZ_SECONDS=600 per worker, FUZZ_WORKERS=nproc; corpus, logs and any"
 	@echo "                crashing input in $(FUZZ_BUILD)/fuzz/; fails on any finding"

@@ -39,10 +39,11 @@ constexpr int kPoints = int(HookPoint::kCount);
 // alive (only a holder slower than 1 ms gets one) and a waiter leaving
 // without the lock (only past its limit while a stopped process holds the
 // lock), and the death watch by events (only after a period without a
-// grant), and shmsem_check and SHMSEM_SNAPSHOT opens (never called by the
-// victim). tests/create_test.cc,
-// tests/lock_test.cc, tests/deathwatch_test.cc and tests/fastpath_test.cc
-// cover them.
+// grant), and shmsem_check, SHMSEM_SNAPSHOT opens and shmsem_inspect's
+// reads without the lock (never called by the victim; the last writes
+// nothing shared, so a kill there has nothing to leave behind).
+// tests/create_test.cc, tests/lock_test.cc, tests/deathwatch_test.cc,
+// tests/fastpath_test.cc and tests/inspect_test.cc cover them.
 bool is_create_point(int point) {
   switch (HookPoint(point)) {
     case HookPoint::LOCK_HOLDER_ALIVE:
@@ -54,7 +55,8 @@ bool is_create_point(int point) {
     case HookPoint::CREATE_SIZED:
     case HookPoint::CREATE_INITIALISED:
     case HookPoint::CREATE_LINKED:
-    case HookPoint::SNAPSHOT_COPY: return true;
+    case HookPoint::SNAPSHOT_COPY:
+    case HookPoint::INSPECT_SCANNED: return true;
     default: return false;
   }
 }

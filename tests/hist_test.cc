@@ -130,6 +130,35 @@ TEST(Hist, HoldBoundsRiseToInfinity) {
   EXPECT_EQ(hold_bucket(kMs + 1), 1u);
 }
 
+// The hold quantile is the bound (inclusive, as Prometheus' le) of the
+// bucket the q-quantile falls in: 90 holds of 3 ms, 9 of 2 s, one of two
+// hours.
+TEST(Hist, HoldQuantileIsTheBoundOfItsBucket) {
+  struct shmsem_stat st {};
+  EXPECT_EQ(shmsem_stat_hold_quantile(&st, 0.5), 0u) << "no holds";
+  EXPECT_EQ(shmsem_stat_hold_quantile(nullptr, 0.5), 0u);
+  st.hold_hist[hold_bucket(3 * kMs)] = 90;
+  st.hold_hist[hold_bucket(2 * kSec)] = 9;
+  st.hold_hist[hold_bucket(7200 * kSec)] = 1;
+  EXPECT_EQ(shmsem_stat_hold_quantile(&st, 0.5), 5 * kMs);
+  EXPECT_EQ(shmsem_stat_hold_quantile(&st, 0.9), 5 * kMs) << "the 90th is 3 ms";
+  EXPECT_EQ(shmsem_stat_hold_quantile(&st, 0.91), 2500 * kMs);
+  EXPECT_EQ(shmsem_stat_hold_quantile(&st, 0.99), 2500 * kMs);
+  EXPECT_EQ(shmsem_stat_hold_quantile(&st, 1.0), UINT64_MAX) << "above an hour";
+  EXPECT_EQ(shmsem_stat_hold_quantile(&st, 0.0), 0u);
+  EXPECT_EQ(shmsem_stat_hold_quantile(&st, 1.5), 0u);
+  EXPECT_EQ(shmsem_stat_hold_quantile(&st, NAN), 0u);
+  // Counts a writer of the segment made huge: the sums saturate (so the
+  // first bucket already holds "all" of them), never wrap to "no holds".
+  st = {};
+  st.hold_hist[0] = UINT64_MAX;
+  st.hold_hist[3] = UINT64_MAX;
+  EXPECT_EQ(shmsem_stat_hold_quantile(&st, 0.25), kMs);
+  EXPECT_EQ(shmsem_stat_hold_quantile(&st, 1.0), kMs);
+  st.hold_hist[0] = 1;
+  EXPECT_EQ(shmsem_stat_hold_quantile(&st, 1.0), 25 * kMs);
+}
+
 struct shmsem_stat stat_now(shmsem_t *s) {
   struct shmsem_stat st;
   EXPECT_EQ(shmsem_stat(s, &st), 0);
@@ -201,6 +230,8 @@ TEST(Hist, HoldIsRecordedOnceByEveryReleasePath) {
   EXPECT_EQ(st.hold_hist[hold_bucket(7 * kSec)], 1u);
   EXPECT_EQ(holds(st), 3u);
   EXPECT_EQ(st.hold_sum_ns, 1500 * kMs + 40 * kMs + 7 * kSec);
+  EXPECT_EQ(shmsem_stat_hold_quantile(&st, 0.5), 2500 * kMs) << "1.5 s";
+  EXPECT_EQ(shmsem_stat_hold_quantile(&st, 1.0), 10 * kSec) << "7 s";
 }
 
 // A lock-free release counts in its thread's lane; when the process is

@@ -75,23 +75,6 @@ int inspect_all(shmsem_t *s, struct shmsem_inspection *in,
   return e;
 }
 
-// The upper bound of the q-quantile of hold times: the bound of the first
-// bucket (shmsem_hold_bound_ns) by which q of the holds are counted;
-// UINT64_MAX when that is the last bucket (above an hour); 0 none.
-uint64_t hold_quantile(const uint64_t *hist, double q) {
-  unsigned __int128 total = 0;  // each count is the segment's: may be huge
-  for (unsigned b = 0; b < SHMSEM_HOLD_BUCKETS; b++) total += hist[b];
-  if (total == 0 || !(q > 0 && q <= 1)) return 0;
-  // The rank is ceil(q * total), computed without a float of 2^64.
-  const double want = q * double(total);
-  unsigned __int128 seen = 0;
-  for (unsigned b = 0; b < SHMSEM_HOLD_BUCKETS; b++) {
-    seen += hist[b];
-    if (double(seen) >= want) return shmsem_hold_bound_ns(b);
-  }
-  return shmsem_hold_bound_ns(SHMSEM_HOLD_BUCKETS - 1);
-}
-
 const char *liveness_word(uint32_t liveness) {
   switch (liveness) {
     case SHMSEM_OWNER_ALIVE: return "alive";
@@ -154,9 +137,9 @@ int take_snapshot(const std::string &name, Snapshot *out) {
   out->wait_p50_ns = shmsem_hist_quantile(in.stat.wait_hist, 0.50);
   out->wait_p90_ns = shmsem_hist_quantile(in.stat.wait_hist, 0.90);
   out->wait_p99_ns = shmsem_hist_quantile(in.stat.wait_hist, 0.99);
-  out->hold_p50_ns = hold_quantile(in.stat.hold_hist, 0.50);
-  out->hold_p90_ns = hold_quantile(in.stat.hold_hist, 0.90);
-  out->hold_p99_ns = hold_quantile(in.stat.hold_hist, 0.99);
+  out->hold_p50_ns = shmsem_stat_hold_quantile(&in.stat, 0.50);
+  out->hold_p90_ns = shmsem_stat_hold_quantile(&in.stat, 0.90);
+  out->hold_p99_ns = shmsem_stat_hold_quantile(&in.stat, 0.99);
   out->queue_rebuilt = in.flags & SHMSEM_INSPECT_REBUILT;
   out->torn = in.flags & SHMSEM_INSPECT_TORN;
   out->overdue = in.overdue;

@@ -256,6 +256,11 @@ SHMSEM_API uint64_t shmsem_stat_wait_quantile(const struct shmsem_stat *st,
   return st ? d::hist_quantile(st->wait_hist, q) : 0;
 }
 
+SHMSEM_API uint64_t shmsem_stat_hold_quantile(const struct shmsem_stat *st,
+                                              double q) {
+  return st ? d::hold_quantile(st->hold_hist, q) : 0;
+}
+
 SHMSEM_API uint64_t shmsem_hist_quantile(const uint64_t *hist, double q) {
   return d::hist_quantile(hist, q);
 }

@@ -52,6 +52,9 @@ inline unsigned hold_bucket(uint64_t ns) {
 // The q-quantile's bucket's largest value, from counts read out of the
 // segment (any value: sums saturate). 0 if empty or q outside (0, 1].
 uint64_t hist_quantile(const uint64_t *hist, double q);
+// The same for hold times (SHMSEM_HOLD_BUCKETS counts): the bound of the
+// q-quantile's bucket (kHoldBoundNs; UINT64_MAX for the last).
+uint64_t hold_quantile(const uint64_t *hist, double q);
 
 }  // namespace shmsem::detail
 

@@ -93,27 +93,50 @@ int stat(shmsem_t *s, struct shmsem_stat *st) {
   return 0;
 }
 
-uint64_t hist_quantile(const uint64_t *hist, double q) {
-  if (!hist || !(q > 0) || q > 1) return 0;
-  // The counts come from the segment, where a writer may have put any
-  // value (docs/DESIGN.md §7a): sums saturate instead of wrapping (a wrapped
-  // total read as "no waits"), and the rank is kept within the total
-  // before it leaves floating point (double(2^64 - 1) is 2^64, which does
-  // not convert back; found by the segment fuzzer).
+namespace {
+
+// The bucket of `hist` (n counts) that holds the q-quantile, the smallest
+// value with at least q of all values at or below it; false if there are
+// no values or q is outside (0, 1]. The counts come from the segment,
+// where a writer may have put any value (docs/DESIGN.md §7a): sums
+// saturate instead of wrapping (a wrapped total read as "no waits"), and
+// the rank is kept within the total before it leaves floating point
+// (double(2^64 - 1) is 2^64, which does not convert back; found by the
+// segment fuzzer).
+bool quantile_bucket(const uint64_t *hist, unsigned n, double q,
+                     unsigned *out) {
+  if (!hist || !(q > 0) || q > 1) return false;
   auto add = [](uint64_t a, uint64_t b) { return b > ~a ? ~uint64_t{0} : a + b; };
   uint64_t total = 0;
-  for (unsigned b = 0; b < SHMSEM_HIST_BUCKETS; b++) total = add(total, hist[b]);
-  if (!total) return 0;
-  // The smallest value with at least q of all values at or below it.
+  for (unsigned b = 0; b < n; b++) total = add(total, hist[b]);
+  if (!total) return false;
   double r = ceil(q * double(total));
   uint64_t rank = r < double(total) ? uint64_t(r) : total;
   if (rank == 0) rank = 1;
   uint64_t seen = 0;
-  for (unsigned b = 0; b + 1 < SHMSEM_HIST_BUCKETS; b++) {
+  for (unsigned b = 0; b + 1 < n; b++) {
     seen = add(seen, hist[b]);
-    if (seen >= rank) return hist_upper(b) - 1;
+    if (seen >= rank) {
+      *out = b;
+      return true;
+    }
   }
-  return ~uint64_t{0};
+  *out = n - 1;
+  return true;
+}
+
+}  // namespace
+
+uint64_t hist_quantile(const uint64_t *hist, double q) {
+  unsigned b;
+  if (!quantile_bucket(hist, SHMSEM_HIST_BUCKETS, q, &b)) return 0;
+  return b + 1 < SHMSEM_HIST_BUCKETS ? hist_upper(b) - 1 : ~uint64_t{0};
+}
+
+uint64_t hold_quantile(const uint64_t *hist, double q) {
+  unsigned b;
+  if (!quantile_bucket(hist, SHMSEM_HOLD_BUCKETS, q, &b)) return 0;
+  return kHoldBoundNs[b];
 }
 
 }  // namespace shmsem::detail

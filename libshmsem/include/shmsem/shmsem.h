@@ -585,6 +585,11 @@ int shmsem_stat(shmsem_t *s, struct shmsem_stat *st);
 
 /* shmsem_hist_quantile(st->wait_hist, q). */
 uint64_t shmsem_stat_wait_quantile(const struct shmsem_stat *st, double q);
+/* Upper bound in ns of the q-quantile (0 < q <= 1) of the hold times in
+ * st->hold_hist: the bound (shmsem_hold_bound_ns) of the bucket it falls
+ * in; UINT64_MAX in the last (above an hour). 0 if no hold was recorded,
+ * q is out of range or st is NULL. */
+uint64_t shmsem_stat_hold_quantile(const struct shmsem_stat *st, double q);
 
 /*
  * Declare how long the holder of `lease` expects to hold it (hold_ns from

@@ -66,7 +66,7 @@ enum Op : uint8_t {
   kShutdown,            // -
   kRecover,             // -
   kCheck,               // -
-  kStat,                // u8 q                 stat, stat_wait_quantile
+  kStat,                // u8 q                 stat, its quantiles
   kSnapshot,            // -                    shmsem_inspect, every handle
   kPokeBytes,           // u16 off, u8 len, bytes   through the 2nd mapping
   kPokeField,           // u8 region, u16 idx, u8 word, val32

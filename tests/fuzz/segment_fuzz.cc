@@ -349,6 +349,8 @@ void op_stat(Reader &r) {
   shmsem_stat_wait_quantile(&st, q);
   shmsem_stat_wait_quantile(&st, 0.5);
   shmsem_stat_wait_quantile(&st, 1.0);
+  shmsem_stat_hold_quantile(&st, q);
+  shmsem_stat_hold_quantile(&st, 1.0);
 }
 
 // shmsem_inspect through `s` with room for `room` holders and waiters

@@ -199,7 +199,10 @@ int sample_pool(const std::string &name, PoolSample *out) {
       for (uint32_t i = 0; i < out->in.nholders && i < hs.size(); i++) {
         TopHolder t;
         t.h = hs[i];
-        if (t.h.liveness != SHMSEM_OWNER_DEAD) {  // else the PID names another
+        // Only a live owner's PID is known to name it: a dead one's may name
+        // another process now, and so may an unknown one's (another PID
+        // namespace, or a torn read).
+        if (t.h.liveness == SHMSEM_OWNER_ALIVE) {
           t.comm = proc_comm(t.h.pid);
           t.cmdline = proc_cmdline(t.h.pid);
         }
@@ -208,7 +211,7 @@ int sample_pool(const std::string &name, PoolSample *out) {
       for (uint32_t i = 0; i < out->in.nwaiters && i < ws.size(); i++) {
         TopWaiter t;
         t.w = ws[i];
-        if (t.w.liveness != SHMSEM_OWNER_DEAD) {
+        if (t.w.liveness == SHMSEM_OWNER_ALIVE) {
           t.comm = proc_comm(t.w.pid);
           t.cmdline = proc_cmdline(t.w.pid);
         }

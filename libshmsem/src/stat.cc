@@ -98,24 +98,25 @@ namespace {
 // The bucket of `hist` (n counts) that holds the q-quantile, the smallest
 // value with at least q of all values at or below it; false if there are
 // no values or q is outside (0, 1]. The counts come from the segment,
-// where a writer may have put any value (docs/DESIGN.md §7a): sums
-// saturate instead of wrapping (a wrapped total read as "no waits"), and
-// the rank is kept within the total before it leaves floating point
-// (double(2^64 - 1) is 2^64, which does not convert back; found by the
-// segment fuzzer).
+// where a writer may have put any value (docs/DESIGN.md §7a): the sums are
+// 128-bit, which n (at most SHMSEM_HIST_BUCKETS) counts of 2^64 cannot
+// overflow (saturating 64-bit sums made a forged total look reached in
+// the first bucket, a bound below the quantile), and the rank is kept
+// within the total before it leaves floating point (double(2^64 - 1) is
+// 2^64, which does not convert back; found by the segment fuzzer).
 bool quantile_bucket(const uint64_t *hist, unsigned n, double q,
                      unsigned *out) {
   if (!hist || !(q > 0) || q > 1) return false;
-  auto add = [](uint64_t a, uint64_t b) { return b > ~a ? ~uint64_t{0} : a + b; };
-  uint64_t total = 0;
-  for (unsigned b = 0; b < n; b++) total = add(total, hist[b]);
+  using u128 = unsigned __int128;
+  u128 total = 0;
+  for (unsigned b = 0; b < n; b++) total += hist[b];
   if (!total) return false;
-  double r = ceil(q * double(total));
-  uint64_t rank = r < double(total) ? uint64_t(r) : total;
+  const double r = ceil(q * double(total));
+  u128 rank = r < double(total) ? u128(r) : total;
   if (rank == 0) rank = 1;
-  uint64_t seen = 0;
+  u128 seen = 0;
   for (unsigned b = 0; b + 1 < n; b++) {
-    seen = add(seen, hist[b]);
+    seen += hist[b];
     if (seen >= rank) {
       *out = b;
       return true;

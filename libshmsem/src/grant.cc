@@ -321,6 +321,7 @@ int finish_slot(shmsem_t *s, uint32_t w, uint32_t proc,
         mark_corrupt(s);  // repair frees a GRANTED slot without its leases
         return -EUCLEAN;
       }
+      SHMSEM_HOOK(WAIT_CHAIN_READ);
       LeaseRecord &rec = s->leases[l];
       const uint64_t gen = lease_gen(rec);
       if (k == 1 && proc < s->max_procs) {

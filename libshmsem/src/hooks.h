@@ -21,8 +21,10 @@ namespace shmsem::detail {
   X(WAIT_CANCEL_SEEN)          /* cancellation seen, not yet run */           \
   X(WAIT_RETURN_LOCKED)        /* waiter completing, holds the lock */        \
   X(WAIT_LEAVING)              /* lock not had by the limit, word not CASed */\
+  X(WAIT_CHAIN_READ)           /* granted chain read, records not yet HELD */\
   X(WAIT_CONSUME_COMMITTED)    /* lease RESERVED->HELD, slot not yet freed */ \
   X(RELEASE_LOCKED)            /* release holds the lock, nothing changed */  \
+  X(RELEASE_CHAIN_READ)        /* lease's chain read, permits not passed */  \
   X(RELEASE_CHOSEN)            /* head chosen, lease not yet RESERVED */      \
   X(RELEASE_RESERVED)          /* lease RESERVED for head, word not GRANTED*/ \
   X(RELEASE_FREED)             /* lease FREE, not yet on the free list */     \
@@ -45,6 +47,7 @@ namespace shmsem::detail {
   X(RECLAIM_LOCKED)            /* reclamation holds the lock */               \
   X(RECLAIM_ONE)               /* one record reclaimed, lock held */          \
   X(REPAIR_LOCKED)             /* repair after a takeover, lock held */      \
+  X(REPAIR_CHAINS_READ)        /* reservations read from records, not acted*/\
   X(LOCK_TAKEN)                /* lock word CASed, holder not yet named */    \
   X(LOCK_TAKEOVER)             /* dead holder proven, word not yet CASed */   \
   X(LOCK_HOLDER_ALIVE)         /* a lock waiter judged the holder not dead */ \

@@ -77,6 +77,7 @@ void repair(shmsem_t *s) {
       orphan(s, l);  // its slot is gone: a hand-on cut short
     }
   }
+  SHMSEM_HOOK(REPAIR_CHAINS_READ);
   // The head: only it may gather a reservation (strict FIFO).
   uint64_t head_ticket = ~uint64_t{0};
   for (uint32_t w = 0; w < m; w++) {

@@ -89,6 +89,7 @@ int release_locked(shmsem_t *s, const shmsem_lease_t *lease) {
       // others of a weighted lease: a releaser killed in between leaves
       // them HELD by their (dead) owner, which reclamation passes on.
       uint32_t n = lease_chain(s, l);
+      SHMSEM_HOOK(RELEASE_CHAIN_READ);
       counter_add(s->core->held, -int32_t(n));
       record_hold(s, rec.since_ns.load(std::memory_order_relaxed));
       pass_chain(s, l, &wk);

@@ -56,12 +56,17 @@ TEST(AdversarialOps, TornLockFreeCountsAreNotReportedAsDamage) {
     }
   }
   for (uint32_t l = 0; l < 2; l++) s->leases[l].word.store(saved[l]);
-  // A core counter past the geometry still is damage.
+  // A core counter past the geometry still is damage to a reader without
+  // the lock; one with it (a writable handle) repairs it first.
   const uint32_t available = s->core->available.load();
   s->core->available.store(3);
+  shmsem_t *ro = seg.open_again(SHMSEM_RDONLY);
+  ASSERT_NE(ro, nullptr);
   struct shmsem_inspection in;
-  EXPECT_EQ(inspect_rc(s, &in), -EUCLEAN);
-  s->core->available.store(available);
+  EXPECT_EQ(inspect_rc(ro, &in), -EUCLEAN);
+  shmsem_detach(ro);
+  EXPECT_EQ(inspect_rc(s, &in), 0);
+  EXPECT_EQ(s->core->available.load(), available);
   EXPECT_INVARIANTS(s);
 }
 

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "census.h"
 #include "fastpath.h"
 #include "hooks.h"
 #include "lock.h"
@@ -15,9 +16,10 @@ void settle_capacity(shmsem_t *s, Wakes *wk) {
   const uint32_t n = s->permits;
   const uint32_t cap =
       std::min(c->capacity.load(std::memory_order_relaxed), n);
-  // Caches, each within [0, n] whatever a writer left there (repair
-  // recounts them from the records).
-  uint32_t retired = std::min(c->retired.load(std::memory_order_relaxed), n);
+  // `retired` from the records (census.h: a count a writer left is never
+  // trusted); `retiring`, a cache, within what is left.
+  const uint32_t retired = census(s).retired;
+  c->retired.store(retired, std::memory_order_relaxed);
   uint32_t retiring =
       std::min(c->retiring.load(std::memory_order_relaxed), n - retired);
   const uint32_t want = n - cap;  // retired + retiring, once settled

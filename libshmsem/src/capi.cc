@@ -242,6 +242,9 @@ SHMSEM_API int shmsem_recover(shmsem_t *s) {
   int r = d::reclaim(s, nullptr);
   // And free leases that no lane names any more (a writer's, or a defect's).
   if (r >= 0) r += d::recover_unnamed_loose(s);
+  // And whatever else a writer left broken is rebuilt from the records:
+  // after a recover, shmsem_check returns 0 (docs/DESIGN.md §7a).
+  if (r >= 0) (void)d::check_and_repair(s);
   return r;
 }
 

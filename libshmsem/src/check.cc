@@ -8,10 +8,13 @@
 
 #include <vector>
 
-#include "hooks.h"
+#include "census.h"
+#include "chain.h"
 #include "clock.h"
+#include "hooks.h"
 #include "lock.h"
 #include "rate.h"
+#include "recovery.h"
 #include "tables.h"
 
 namespace shmsem::detail {
@@ -22,23 +25,51 @@ int fail(char *msg, size_t len, const char *what) {
   return -EUCLEAN;
 }
 
+// INV-WEIGHT: the others of a weighted lease are HELD by its owner, marked
+// as no token's, each on one chain, reached once (chain.h). A chain ends at
+// a record that left, or that another owner holds now: reclamation passes
+// a dead owner's records one by one, and a release cuts the chain there.
+// Returns what is wrong, or nullptr.
+const char *check_weighted(const shmsem_t *s) {
+  const uint32_t n = s->permits;
+  std::vector<char> reached(n, 0);
+  for (uint32_t l = 0; l < n; l++) {
+    const LeaseRecord &rec = s->leases[l];
+    if (lease_state(rec) != kLeaseHeld) continue;
+    const uint32_t x = __atomic_load_n(&rec.link, __ATOMIC_RELAXED);
+    if (!(x == kNone || lease_ok(s, x)))
+      return "INV-WEIGHT: a weighted lease's link is out of range";
+    if (rec.slot == kMember) continue;
+    Chain ch;
+    if (walk_lease(s, l, &ch) == ChainEnd::kRevisit)
+      return "INV-WEIGHT: a weighted lease's chain is broken";
+    for (uint32_t i = 1; i < ch.size(); i++) {
+      if (reached[ch[i]])
+        return "INV-WEIGHT: a weighted lease's chain is broken";
+      reached[ch[i]] = 1;
+    }
+  }
+  return nullptr;
+}
+
 }  // namespace
 
 int check_locked(shmsem_t *s, char *msg, size_t len) {
   Core *c = s->core;
   const uint32_t n = s->permits, m = s->max_waiters;
-  uint32_t nfree = 0, nheld = 0, nres = 0, nloose = 0, nfast = 0,
-           nretired = 0;
+  // The counts, from one scan (census.h); the states one by one below.
+  const Census cs = census(s);
+  const uint32_t nfree = cs.free, nheld = cs.held, nres = cs.reserved,
+                 nloose = cs.loose, nfast = cs.fast, nretired = cs.retired;
   for (uint32_t l = 0; l < n; l++) {
     uint64_t word = s->leases[l].word.load(std::memory_order_relaxed);
     switch (word_state(word)) {
-      case kLeaseFree: nfree++; break;
-      case kLeaseHeld: nheld++; break;
-      case kLeaseRetired: nretired++; break;
+      case kLeaseFree:
+      case kLeaseHeld:
+      case kLeaseRetired: break;
       case kLeaseLoose: {
         // INV-LOOSE: named by a lane of its process record, which is in
         // use (the sweeps find it there).
-        nloose++;
         SHMSEM_HOOK(CHECK_LEASE_READ);
         uint32_t p = word_proc(word);
         bool named = false;
@@ -58,7 +89,6 @@ int check_locked(shmsem_t *s, char *msg, size_t len) {
       }
       case kLeaseHeldFast: {
         // INV-ATTRIB: held under a process record in use.
-        nfast++;
         uint32_t p = word_proc(word);
         if (p >= s->max_procs ||
             s->procs[p].state.load(std::memory_order_relaxed) != kProcUsed)
@@ -68,7 +98,6 @@ int check_locked(shmsem_t *s, char *msg, size_t len) {
       case kLeaseReserved: {
         // INV-GRANT: reserved for a slot that holds a reservation (its
         // chain is checked below, INV-RESERVE).
-        nres++;
         uint32_t w = s->leases[l].slot;
         uint32_t sw =
             w < m ? s->slots[w].word.load(std::memory_order_relaxed) : 0;
@@ -110,26 +139,7 @@ int check_locked(shmsem_t *s, char *msg, size_t len) {
   if (retiring && nfree)
     return fail(msg, len, "INV-CAPACITY: a permit is free while a shrink "
                           "waits");
-  // INV-WEIGHT: the others of a weighted lease are HELD by its owner,
-  // marked as no token's, each linked from one record. (A link to a record
-  // that left, or that another owner holds now, is stale: reclamation
-  // passes a dead owner's records one by one, and a release cuts the chain
-  // there.)
-  std::vector<char> linked(n, 0);
-  for (uint32_t l = 0; l < n; l++) {
-    if (lease_state(s->leases[l]) != kLeaseHeld) continue;
-    uint32_t x = s->leases[l].link;
-    if (x == kNone) continue;
-    if (x >= n)
-      return fail(msg, len, "INV-WEIGHT: a weighted lease's link is out of "
-                            "range");
-    if (lease_state(s->leases[x]) != kLeaseHeld ||
-        memcmp(&s->leases[x].owner, &s->leases[l].owner, sizeof(Owner)) != 0)
-      continue;  // stale
-    if (s->leases[x].slot != kMember || linked[x])
-      return fail(msg, len, "INV-WEIGHT: a weighted lease's chain is broken");
-    linked[x] = 1;
-  }
+  if (const char *why = check_weighted(s)) return fail(msg, len, why);
   // INV-RATE: the bucket is never further ahead than a burst.
   if (uint64_t t = c->rate_interval_ns.load(std::memory_order_relaxed)) {
     Rate r = rate_read(s, mono_ns());
@@ -170,13 +180,10 @@ int check_locked(shmsem_t *s, char *msg, size_t len) {
     else if (word != kSlotGranted && word != kSlotCancelled &&
              word != kSlotClosed && word != kSlotLeft)
       return fail(msg, len, "INV-QUEUE: invalid slot state");
-    uint32_t chain = 0;
-    for (uint32_t l = ws.lease; l != kNone; l = s->leases[l].link) {
-      if (l >= n || ++chain > n ||
-          lease_state(s->leases[l]) != kLeaseReserved ||
-          s->leases[l].slot != w)
-        return fail(msg, len, "INV-RESERVE: a reservation's chain is broken");
-    }
+    Chain ch;
+    if (walk_reservation(s, w, &ch) != ChainEnd::kEnd)
+      return fail(msg, len, "INV-RESERVE: a reservation's chain is broken");
+    const uint32_t chain = ch.size();
     nchained += chain;
     const uint32_t k = ws.weight;
     if (k < 1 || k > n || chain != ws.got)
@@ -241,8 +248,9 @@ int check_locked(shmsem_t *s, char *msg, size_t len) {
   // newcomers off it. INV-GATE above.)
   // Free while waiters queue only behind a head that has all it asked for
   // and waits for its start time (the rate).
+  const uint32_t head = c->head;  // once: a writer may change it
   if (nwaiting && nfree &&
-      !(c->head < m && s->slots[c->head].got >= s->slots[c->head].weight &&
+      !(head < m && s->slots[head].got >= s->slots[head].weight &&
         c->rate_interval_ns.load(std::memory_order_relaxed)))
     return fail(msg, len, "INV-NOBYPASS: a permit is free while waiters queue");
   if (nwaiting && c->closed.load(std::memory_order_relaxed))
@@ -272,6 +280,12 @@ int check_locked(shmsem_t *s, char *msg, size_t len) {
                                   kSlotFree))
     return fail(msg, len, "INV-WATCH: waiters queued but nobody watches");
   if (msg && len) msg[0] = '\0';
+  return 0;
+}
+
+int check_and_repair(shmsem_t *s) {
+  LockGuard guard(s);
+  if (check_locked(s, nullptr, 0) != 0) repair(s);
   return 0;
 }
 

@@ -9,6 +9,7 @@
 #include "hist.h"
 #include "hooks.h"
 #include "rate.h"
+#include "chain.h"
 #include "tables.h"
 
 namespace shmsem::detail {
@@ -77,39 +78,32 @@ bool head_full(const shmsem_t *s, uint32_t w) {
   return s->slots[w].got >= slot_weight(s, w);
 }
 
-// Takes the records RESERVED for slot `w` out of its reservation: returns
-// the first, linked to the others and ending at *last (kNone: none). Each
-// is checked; a chain that leaves the records reserved for `w` stops there
-// (the rest are orphans, which the repair at unlock returns to the pool).
-uint32_t take_reservation(shmsem_t *s, uint32_t w, uint32_t *last) {
+// Takes the records RESERVED for slot `w` out of its reservation, into
+// `out` (chain.h: read once). A chain that leaves the records reserved for
+// `w` is cut there: the rest are orphans, which the repair at unlock
+// returns to the pool.
+void take_reservation(shmsem_t *s, uint32_t w, Chain *out) {
   WaiterSlot &ws = s->slots[w];
-  uint32_t first = ws.lease, end = kNone, n = 0;
-  for (uint32_t l = first; l != kNone; l = s->leases[l].link) {
-    if (!lease_ok(s, l) || n >= s->permits ||
-        lease_state(s->leases[l]) != kLeaseReserved ||
-        s->leases[l].slot != w) {
-      mark_corrupt(s);
-      break;
-    }
-    end = l;
-    n++;
-  }
-  if (end == kNone) first = kNone;
-  else s->leases[end].link = kNone;
-  counter_add(s->core->reserved, -int32_t(n));
+  if (walk_reservation(s, w, out) != ChainEnd::kEnd) mark_corrupt(s);
+  counter_add(s->core->reserved, -int32_t(out->size()));
   ws.lease = kNone;
   ws.got = 0;
-  *last = end;
-  return first;
 }
 
-// The reservation of `w` goes first, then `todo`.
-uint32_t splice(shmsem_t *s, uint32_t w, uint32_t todo) {
-  uint32_t last;
-  uint32_t first = take_reservation(s, w, &last);
-  if (first == kNone) return todo;
-  s->leases[last].link = todo;
-  return first;
+// Whether a shrink waits for this permit: `retiring` as far as the
+// geometry allows it (INV-CAPACITY); a count past that is a writer's,
+// repaired at unlock, and retires nothing meanwhile.
+bool shrink_waits(shmsem_t *s) {
+  const Core *c = s->core;
+  const uint64_t retiring = c->retiring.load(std::memory_order_relaxed);
+  if (!retiring) return false;
+  if (uint64_t{c->capacity.load(std::memory_order_relaxed)} +
+          c->retired.load(std::memory_order_relaxed) + retiring !=
+      s->permits) {
+    mark_corrupt(s);
+    return false;
+  }
+  return true;
 }
 
 void retire(shmsem_t *s, uint32_t l) {
@@ -122,15 +116,15 @@ void retire(shmsem_t *s, uint32_t l) {
 }
 
 // Passes lease `l`: retirement, the head, or the pool (pass_permit). New
-// records to pass (a left head's reservation) are put before *todo.
-// *freed counts the left heads freed in the whole pass: more than there are
-// slots means a damaged queue, which stops the loop.
-void place(shmsem_t *s, uint32_t l, uint32_t *todo, uint32_t *freed,
-           Wakes *wk) {
+// records to pass (a left head's reservation) go into `todo` at `next`,
+// before the rest. *freed counts the left heads freed in the whole pass:
+// more than there are slots means a damaged queue, which stops the loop.
+void place(shmsem_t *s, uint32_t l, Chain *todo, uint32_t next,
+           uint32_t *freed, Wakes *wk) {
   Core *c = s->core;
   LeaseRecord &rec = s->leases[l];
   // A shrink takes released permits before anyone else.
-  if (c->retiring.load(std::memory_order_relaxed) > 0) return retire(s, l);
+  if (shrink_waits(s)) return retire(s, l);
   // Each round frees a slot whose owner left, or ends.
   for (;;) {
     uint32_t w = c->closed.load(std::memory_order_relaxed) ? kNone : c->head;
@@ -146,7 +140,9 @@ void place(shmsem_t *s, uint32_t l, uint32_t *todo, uint32_t *freed,
       // Its owner left without the lock: not a waiter any more. What was
       // reserved for it goes on after this record.
       queue_unlink(s, w);
-      *todo = splice(s, w, *todo);
+      Chain left;
+      take_reservation(s, w, &left);
+      todo->insert(next, left);
       free_left(s, w);
       continue;
     }
@@ -210,35 +206,36 @@ void place(shmsem_t *s, uint32_t l, uint32_t *todo, uint32_t *freed,
     // commit leaves RESERVED leases whose slot is not GRANTED: repair
     // returns them to the pool.
     ++*freed;
-    *todo = splice(s, w, *todo);
+    Chain left;
+    take_reservation(s, w, &left);
+    todo->insert(next, left);
     free_left(s, w);
     return;
   }
 }
 
-// Passes `todo` and every record linked from it.
-void pass_todo(shmsem_t *s, uint32_t todo, Wakes *wk) {
+// Passes each record of `todo` (a private copy: chain.h), in order.
+void pass_todo(shmsem_t *s, Chain *todo, Wakes *wk) {
   uint32_t freed = 0;
-  while (todo != kNone) {
-    if (!lease_ok(s, todo)) {
-      mark_corrupt(s);  // the rest stay where they are until repair
-      return;
-    }
-    const uint32_t l = todo;
-    todo = s->leases[l].link;
+  for (uint32_t i = 0; i < todo->size(); i++) {
+    const uint32_t l = (*todo)[i];
     s->leases[l].link = kNone;
-    place(s, l, &todo, &freed, wk);
+    place(s, l, todo, i + 1, &freed, wk);
   }
 }
 
 }  // namespace
 
 void pass_permit(shmsem_t *s, uint32_t l, Wakes *wk) {
-  s->leases[l].link = kNone;
-  pass_todo(s, l, wk);
+  Chain one;
+  one.push_back(l);
+  pass_todo(s, &one, wk);
 }
 
-void pass_chain(shmsem_t *s, uint32_t l, Wakes *wk) { pass_todo(s, l, wk); }
+void pass_chain(shmsem_t *s, const Chain &c, Wakes *wk) {
+  Chain todo = c;
+  pass_todo(s, &todo, wk);
+}
 
 bool wants_permit(const shmsem_t *s) {
   const Core *c = s->core;
@@ -261,9 +258,9 @@ void feed_head(shmsem_t *s, Wakes *wk) {
 }
 
 void drop_reservation(shmsem_t *s, uint32_t w, Wakes *wk) {
-  uint32_t last;
-  uint32_t first = take_reservation(s, w, &last);
-  if (first != kNone) pass_chain(s, first, wk);
+  Chain todo;
+  take_reservation(s, w, &todo);
+  pass_todo(s, &todo, wk);
   feed_head(s, wk);
 }
 
@@ -295,9 +292,51 @@ bool grant_due_head(shmsem_t *s, uint32_t w, Wakes *wk) {
   return true;
 }
 
-int finish_slot(shmsem_t *s, uint32_t w, uint32_t proc,
-                shmsem_lease_t *lease) {
+namespace {
+
+// Granted lease of `k` records (`ch`, read once and whole) becomes the
+// caller's: HELD_FAST under `proc` if it is one permit and the process has
+// a record, else HELD, the others first and the one the token names last
+// (the commit): a thread that dies in between leaves its process holding
+// them, which reclamation passes on once the process is gone. Returns the
+// token's generation.
+uint64_t consume_grant(shmsem_t *s, uint32_t w, uint32_t proc,
+                       const Chain &ch) {
   Core *c = s->core;
+  WaiterSlot &ws = s->slots[w];
+  const uint32_t k = ch.size();
+  LeaseRecord &rec = s->leases[ch[0]];
+  const uint64_t gen = lease_gen(rec);
+  if (k == 1 && proc < s->max_procs) {
+    // Under the waiter's process record: its release can be lock-free.
+    lease_unlist(s, ch[0]);
+    rec.word.store(lease_word(kLeaseHeldFast, proc, gen),
+                   std::memory_order_release);  // commit
+  } else {
+    const Owner o = process_of(ws.owner);
+    for (uint32_t i = 1; i < k; i++) {
+      LeaseRecord &x = s->leases[ch[i]];
+      x.owner = o;  // named before HELD (pass_permit)
+      x.slot = kMember;  // no token names it
+      x.link = i + 1 < k ? ch[i + 1] : kNone;  // the copy, not the segment
+      lease_store(x, kLeaseHeld, lease_gen(x));
+    }
+    rec.owner = o;
+    rec.slot = kNone;
+    rec.link = k > 1 ? ch[1] : kNone;
+    lease_store(rec, kLeaseHeld, gen);  // commit
+    counter_add(c->held, int32_t(k));
+  }
+  counter_add(c->reserved, -int32_t(k));
+  ws.lease = kNone;
+  ws.got = 0;
+  return gen;
+}
+
+}  // namespace
+
+int finish_slot(shmsem_t *s, uint32_t w, uint32_t proc,
+                shmsem_lease_t *lease, Wakes *wk) {
   WaiterSlot &ws = s->slots[w];
   uint32_t word = ws.word.load(std::memory_order_acquire);
   int r;
@@ -306,54 +345,27 @@ int finish_slot(shmsem_t *s, uint32_t w, uint32_t proc,
       // Its reservation: `k` records RESERVED for it, linked from
       // ws.lease. The token names that first one.
       const uint32_t k = slot_weight(s, w);
-      const uint32_t l = ws.lease;
-      uint32_t n = 0;
-      for (uint32_t x = l; x != kNone; x = s->leases[x].link) {
-        if (!lease_ok(s, x) || n >= k ||
-            lease_state(s->leases[x]) != kLeaseReserved ||
-            s->leases[x].slot != w) {
-          n = 0;
-          break;
-        }
-        n++;
-      }
-      if (n != k) {
-        mark_corrupt(s);  // repair frees a GRANTED slot without its leases
+      Chain ch;
+      const ChainEnd end = walk_reservation(s, w, &ch);
+      SHMSEM_HOOK(WAIT_CHAIN_READ);
+      if (end != ChainEnd::kEnd || ch.size() != k) {
+        // A writer's: the grant cannot be handed over whole. The caller
+        // owns nothing: what the walk found goes on, the slot is freed,
+        // and the repair at unlock returns the rest (RESERVED for a FREE
+        // slot) to the pool.
+        mark_corrupt(s);
+        drop_reservation(s, w, wk);
+        slot_free(s, w);  // commit
         return -EUCLEAN;
       }
-      SHMSEM_HOOK(WAIT_CHAIN_READ);
-      LeaseRecord &rec = s->leases[l];
-      const uint64_t gen = lease_gen(rec);
-      if (k == 1 && proc < s->max_procs) {
-        // Under the waiter's process record: its release can be lock-free.
-        lease_unlist(s, l);
-        rec.word.store(lease_word(kLeaseHeldFast, proc, gen),
-                       std::memory_order_release);  // commit
-      } else {
-        // The others first, the one the token names last (the commit): a
-        // thread that dies in between leaves its process holding them,
-        // which reclamation passes on once the process is gone.
-        const Owner o = process_of(ws.owner);
-        for (uint32_t x = rec.link; x != kNone; x = s->leases[x].link) {
-          s->leases[x].owner = o;  // named before HELD (pass_permit)
-          s->leases[x].slot = kMember;  // no token names it
-          lease_store(s->leases[x], kLeaseHeld, lease_gen(s->leases[x]));
-        }
-        rec.owner = o;
-        rec.slot = kNone;
-        lease_store(rec, kLeaseHeld, gen);  // commit
-        counter_add(c->held, int32_t(k));
-      }
-      counter_add(c->reserved, -int32_t(k));
-      ws.lease = kNone;
-      ws.got = 0;
+      const uint64_t gen = consume_grant(s, w, proc, ch);
       uint64_t now = mono_ns();
       uint64_t enq = ws.enq_ns.load(std::memory_order_relaxed);
       uint64_t waited = now > enq ? now - enq : 0;
       record_wait(s, waited);
       note_handoff(s, waited);
       SHMSEM_HOOK(WAIT_CONSUME_COMMITTED);
-      fill_token(s, l, gen, lease);
+      fill_token(s, ch[0], gen, lease);
       r = 0;
       break;
     }

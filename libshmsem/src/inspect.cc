@@ -16,6 +16,7 @@
 #include <tuple>
 #include <vector>
 
+#include "chain.h"
 #include "clock.h"
 #include "declare.h"
 #include "handle.h"
@@ -87,12 +88,17 @@ void add_holder(const shmsem_t *s, uint32_t l, uint64_t word, uint32_t weight,
                 Scan *out) {
   const LeaseRecord &rec = s->leases[l];
   const uint32_t state = word_state(word), p = word_proc(word);
-  if (state == kLeaseHeldFast && p >= s->max_procs) return;
   RawHolder h{};
   h.lease = l;
   h.weight = weight;
   h.reserved = state == kLeaseReserved;
-  h.owner = read_owner(state == kLeaseHeldFast ? s->procs[p].owner : rec.owner);
+  // A HELD_FAST word naming no process record (a writer's) is held by
+  // nobody we can name: shown, as stat counts it, with no owner (pid 0,
+  // judged UNKNOWN), not hidden.
+  if (state != kLeaseHeldFast)
+    h.owner = read_owner(rec.owner);
+  else if (p < s->max_procs)
+    h.owner = read_owner(s->procs[p].owner);
   h.since = rec.since_ns.load(std::memory_order_relaxed);
   h.gen = word_gen(word);
   h.declared = h.reserved ? 0
@@ -103,77 +109,53 @@ void add_holder(const shmsem_t *s, uint32_t l, uint64_t word, uint32_t weight,
 
 // The records that are not free, one holder per lease. A weighted lease is
 // HELD records of one owner linked (LeaseRecord::link) from the one its
-// token names, which no other record links to; a reservation is the
-// RESERVED records linked from its slot's `lease`. What was granted to a
-// waiter that has not returned yet is a holder (reserved); what a queued
-// head has gathered so far is not a lease yet: it is counted in
-// (*reserved_for)[slot] and shown with the waiter. Each record joins at
-// most one holder (`taken`), so the walks visit each record at most once
-// and a loop of links ends. A HELD record no walk reached (a loop) is shown
-// alone; so is a RESERVED record on no slot's chain. RETIRED records are
-// nobody's.
+// token names (not kMember); a reservation is the RESERVED records linked
+// from its slot's `lease`; both walked by the library's one walker
+// (chain.h). What was granted to a waiter that has not returned yet is a
+// holder (reserved); what a queued head has gathered so far is not a lease
+// yet: it is counted in (*reserved_for)[slot] and shown with the waiter.
+// Each record joins at most one holder (`taken`). A HELD record no walk
+// reached is shown alone; so is a RESERVED record on no slot's chain.
+// RETIRED records are nobody's.
 void scan_holders(const shmsem_t *s, Scan *out,
                   std::vector<uint32_t> *reserved_for) {
   const uint32_t n = s->permits, m = s->max_waiters;
-  // Each word read once: whether a link is followed depends on it.
+  // Each word read once: whether a record is shown depends on it.
   std::vector<uint64_t> word(n);
   for (uint32_t l = 0; l < n; l++)
     word[l] = s->leases[l].word.load(std::memory_order_acquire);
   auto state = [&word](uint32_t l) { return word_state(word[l]); };
-  auto link = [s](uint32_t l) { return peek(s->leases[l].link); };
   std::vector<char> taken(n, 0);
-  // x (HELD) belongs to the lease of l (HELD): the library's rule
-  // (release.cc lease_chain), which ends a chain at a record of another
-  // owner.
-  auto part_of = [&](uint32_t l, uint32_t x) {
-    return x < n && !taken[x] && state(x) == kLeaseHeld &&
-           peek(s->leases[x].slot) == kMember &&
-           same_owner(read_owner(s->leases[x].owner),
-                      read_owner(s->leases[l].owner));
+  auto take = [&](const Chain &ch) {
+    for (uint32_t i = 0; i < ch.size(); i++) taken[ch[i]] = 1;
   };
-  std::vector<char> linked(n, 0);
   for (uint32_t l = 0; l < n; l++) {
-    if (state(l) != kLeaseHeld) continue;
-    uint32_t x = link(l);
-    if (x != l && part_of(l, x)) linked[x] = 1;
+    if (state(l) != kLeaseHeld || taken[l] || peek(s->leases[l].slot) == kMember)
+      continue;
+    Chain ch;
+    (void)walk_lease(s, l, &ch, &taken);
+    take(ch);
+    add_holder(s, l, word[l], ch.size(), out);
   }
-  auto walk_lease = [&](uint32_t l) {
-    taken[l] = 1;
-    uint32_t weight = 1;
-    for (uint32_t x = link(l); part_of(l, x); x = link(x)) {
-      taken[x] = 1;
-      weight++;
-    }
-    add_holder(s, l, word[l], weight, out);
-  };
-  for (uint32_t l = 0; l < n; l++)
-    if (state(l) == kLeaseHeld && !linked[l]) walk_lease(l);
   for (uint32_t l = 0; l < n; l++) {
-    if (state(l) == kLeaseHeld && !taken[l]) walk_lease(l);
-    if (state(l) == kLeaseHeldFast) {  // never weighted
+    if ((state(l) == kLeaseHeld && !taken[l]) ||
+        state(l) == kLeaseHeldFast) {  // never weighted
       taken[l] = 1;
       add_holder(s, l, word[l], 1, out);
     }
   }
   reserved_for->assign(m, 0);
   for (uint32_t w = 0; w < m; w++) {
-    const WaiterSlot &ws = s->slots[w];
-    const uint32_t sw = ws.word.load(std::memory_order_acquire);
+    const uint32_t sw = s->slots[w].word.load(std::memory_order_acquire);
     if (sw == kSlotFree) continue;
-    const uint32_t first = peek(ws.lease);
-    uint32_t count = 0;
-    for (uint32_t x = first; x < n && !taken[x] &&
-                             state(x) == kLeaseReserved &&
-                             peek(s->leases[x].slot) == w;
-         x = link(x)) {
-      taken[x] = 1;
-      count++;
-    }
-    if (count == 0) continue;
+    Chain ch;
+    (void)walk_reservation(s, w, &ch, &taken);
+    if (ch.empty()) continue;
+    take(ch);
     if (sw == kSlotWaiting)
-      (*reserved_for)[w] = count;
+      (*reserved_for)[w] = ch.size();
     else
-      add_holder(s, first, word[first], count, out);
+      add_holder(s, ch[0], word[ch[0]], ch.size(), out);
   }
   for (uint32_t l = 0; l < n; l++)
     if (state(l) == kLeaseReserved && !taken[l])

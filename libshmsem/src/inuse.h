@@ -49,14 +49,21 @@ void for_each_in_use(shmsem_t *s, F fn) {
 
 // Visits the process records in use (fastpath.h): fn(p, owner copy). Their
 // HELD_FAST leases are listed nowhere: a process found dead here costs one
-// scan of the lease words (reclaim.cc).
+// scan of the lease words (reclaim.cc). Every record, not only those below
+// core.procs_hwm: a writer may lower the mark over a dead process's record,
+// and its permits would never come back (the sweeps of the lock-free path
+// use the mark; repair recomputes it). Returns whether a record in use was
+// found at or above the mark.
 template <typename F>
-void for_each_proc(shmsem_t *s, F fn) {
-  uint32_t n = std::min(s->core->procs_hwm.load(std::memory_order_relaxed),
-                        s->max_procs);
-  for (uint32_t p = 0; p < n; p++)
-    if (s->procs[p].state.load(std::memory_order_acquire) == kProcUsed)
+bool for_each_proc(shmsem_t *s, F fn) {
+  const uint32_t hwm = s->core->procs_hwm.load(std::memory_order_relaxed);
+  bool above = false;
+  for (uint32_t p = 0; p < s->max_procs; p++)
+    if (s->procs[p].state.load(std::memory_order_acquire) == kProcUsed) {
+      above |= p >= hwm;
       fn(p, read_owner(s->procs[p].owner));
+    }
+  return above;
 }
 
 }  // namespace shmsem::detail

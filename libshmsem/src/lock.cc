@@ -23,6 +23,7 @@
 
 #include <algorithm>
 
+#include "census.h"
 #include "clock.h"
 #include "fastpath.h"
 #include "futex.h"
@@ -244,9 +245,10 @@ int lock_within(shmsem_t *s, const Limit *limit) {
   SHMSEM_HOOK(LOCK_TAKEN);
   name_holder(s->core, me);
   s->corrupt = false;
-  if (dead_holder) {
-    // The previous holder died inside a critical section: rebuild the
-    // derived state from the record states before anyone else sees it.
+  if (dead_holder || !counters_plausible(s)) {
+    // The previous holder died inside a critical section, or a writer left
+    // counters no consistent state has (census.h): rebuild the derived
+    // state from the record states before anyone else sees it.
     repair(s);
   }
   return 0;

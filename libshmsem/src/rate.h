@@ -52,8 +52,24 @@ inline uint64_t rate_start(const Rate &r) {
   return r.tat > r.window ? r.tat - r.window : 0;
 }
 
-inline bool rate_ok(const shmsem_t *s, uint64_t now) {
+// Under the lock: the rate words as rate_read() clamps them are stored,
+// so that a writer's far-future tat stops the semaphore for no more than a
+// burst's refill from the first time it is met, not for ever (the clamp
+// moves with `now`), and check agrees with what every reader uses.
+inline Rate rate_clamp(shmsem_t *s, uint64_t now) {
   Rate r = rate_read(s, now);
+  Core *c = s->core;
+  if (!r.interval) return r;
+  if (c->rate_interval_ns.load(std::memory_order_relaxed) != r.interval)
+    c->rate_interval_ns.store(r.interval, std::memory_order_relaxed);
+  if (c->rate_tat_ns.load(std::memory_order_relaxed) != r.tat)
+    c->rate_tat_ns.store(r.tat, std::memory_order_relaxed);
+  return r;
+}
+
+// Under the lock: whether an acquisition conforms at `now`.
+inline bool rate_ok(shmsem_t *s, uint64_t now) {
+  Rate r = rate_clamp(s, now);
   return !r.interval || rate_start(r) <= now;
 }
 

@@ -231,8 +231,10 @@ int reclaim_one(shmsem_t *s, const Candidate &cand, Wakes *wake) {
 
 // Under the lock, a bounded chunk at a time: reclaims each candidate that
 // still belongs to the owner it was found with.
+// `mark_low`: a process record in use was seen above core.procs_hwm (a
+// writer lowered it): the first lock hold repairs, which recomputes it.
 int reclaim_candidates(shmsem_t *s, const Limit *limit,
-                       const std::vector<Candidate> &dead) {
+                       const std::vector<Candidate> &dead, bool mark_low) {
   if (dead.empty()) {
     // Still take the lock once: if its owner died inside a critical
     // section, this is what runs repair() when nobody else is locking
@@ -240,6 +242,7 @@ int reclaim_candidates(shmsem_t *s, const Limit *limit,
     // process sleeps on its slot word). Within the limit: a lock that
     // stays held is someone else's to repair.
     LockGuard guard(s, limit);
+    if (!guard.error() && mark_low) mark_corrupt(s);
     // Leases a lock-free release left free while someone waits (it was
     // stopped or killed before it could hand them on): to the head.
     if (!guard.error()) return sweep_loose(s);
@@ -253,6 +256,7 @@ int reclaim_candidates(shmsem_t *s, const Limit *limit,
       LockGuard guard(s, limit);
       if (guard.error()) break;  // the rest is left for the next pass
       SHMSEM_HOOK(RECLAIM_LOCKED);
+      if (mark_low) mark_corrupt(s);
       for (size_t j = i; j < dead.size() && j < i + kChunk; j++)
         n += reclaim_one(s, dead[j], &wake);
       n += sweep_loose(s);
@@ -352,7 +356,9 @@ int reclaim(shmsem_t *s, const Limit *limit) {
   });
   // Only if someone is dead: the records that name them (read again; a
   // record that changed meanwhile is simply judged on its new bytes).
-  if (judge) for_each_proc(s, [&](uint32_t, const Owner &o) { v.add(false, o); });
+  bool mark_low = false;
+  if (judge)
+    mark_low = for_each_proc(s, [&](uint32_t, const Owner &o) { v.add(false, o); });
   if (judge && v.settle(step)) {
     for_each_in_use(s, [&](uint32_t idx, bool slot, const Owner &o) {
       if (v.dead(slot, o)) dead.push_back({idx, slot, o});
@@ -360,7 +366,7 @@ int reclaim(shmsem_t *s, const Limit *limit) {
     add_dead_procs(s, [&](const Owner &o) { return v.dead(false, o); },
                    &dead);
   }
-  return reclaim_candidates(s, limit, dead);
+  return reclaim_candidates(s, limit, dead, mark_low);
 }
 
 int reclaim_exited(shmsem_t *s, const Limit *limit,
@@ -377,7 +383,7 @@ int reclaim_exited(shmsem_t *s, const Limit *limit,
     if (is_gone(o)) dead.push_back({idx, slot, o});
   });
   add_dead_procs(s, is_gone, &dead);
-  return reclaim_candidates(s, limit, dead);
+  return reclaim_candidates(s, limit, dead, false);
 }
 
 uint64_t watch_period(shmsem_t *s) {

@@ -17,10 +17,14 @@
 #include <vector>
 
 #include "capacity.h"
+#include "census.h"
+#include "chain.h"
+#include "clock.h"
 #include "fastpath.h"
 #include "futex.h"
-#include "owner.h"
 #include "hooks.h"
+#include "owner.h"
+#include "rate.h"
 #include "tables.h"
 
 namespace shmsem::detail {
@@ -34,155 +38,173 @@ void orphan(shmsem_t *s, uint32_t l) {
   lease_store(rec, kLeaseFree, lease_gen(rec));
 }
 
-// Every record reserved for slot `w` (its chain, rebuilt in step 1) goes
-// back to the pool.
-void orphan_reservation(shmsem_t *s, uint32_t w) {
-  WaiterSlot &ws = s->slots[w];
-  for (uint32_t l = ws.lease, i = 0; l != kNone && i < s->permits; i++) {
-    uint32_t next = s->leases[l].link;
-    orphan(s, l);
-    l = next;
-  }
-  ws.lease = kNone;
-  ws.got = 0;
+// The reservations, as the records say (each RESERVED record names its
+// slot, read once), in private memory: repair acts on this copy and writes
+// the slots' chains and counts from it at the end (chain.h: a link in the
+// segment is never followed twice).
+struct Reservations {
+  std::vector<uint32_t> head;  // per slot: its first record, or kNone
+  std::vector<uint32_t> link;  // per record: the next of its slot's
+  std::vector<uint32_t> got;   // per slot
+};
+
+// Every record reserved for slot `w` goes back to the pool.
+void orphan_reservation(shmsem_t *s, Reservations *rv, uint32_t w) {
+  for (uint32_t l = rv->head[w]; l != kNone; l = rv->link[l]) orphan(s, l);
+  rv->head[w] = kNone;
+  rv->got[w] = 0;
 }
 
-}  // namespace
-
-void repair(shmsem_t *s) {
-  SHMSEM_HOOK(REPAIR_LOCKED);
-  Core *c = s->core;
-  stat_bump(c->repairs);
+// 1. Reservations, from the records. A record whose slot is gone (a
+// hand-on cut short) is an orphan.
+Reservations read_reservations(shmsem_t *s) {
   const uint32_t n = s->permits, m = s->max_waiters;
-  std::vector<uint32_t> wake;
-
-  // 1. Reservations, from the records: each RESERVED lease names its slot.
-  // A slot's chain and count are caches of that (section 13).
-  for (uint32_t w = 0; w < m; w++) {
-    s->slots[w].lease = kNone;
-    s->slots[w].got = 0;
-  }
+  Reservations rv{std::vector<uint32_t>(m, kNone),
+                  std::vector<uint32_t>(n, kNone), std::vector<uint32_t>(m, 0)};
   for (uint32_t l = n; l-- > 0;) {
     LeaseRecord &rec = s->leases[l];
     if (lease_state(rec) != kLeaseReserved) continue;
-    uint32_t w = rec.slot;
-    uint32_t word =
+    const uint32_t w = __atomic_load_n(&rec.slot, __ATOMIC_RELAXED);
+    const uint32_t word =
         w < m ? s->slots[w].word.load(std::memory_order_relaxed) : 0;
     if (word == kSlotWaiting || word == kSlotLeftQueued ||
         word == kSlotGranted || word == kSlotLeft) {
-      rec.link = s->slots[w].lease;
-      s->slots[w].lease = l;
-      s->slots[w].got++;
+      rv.link[l] = rv.head[w];
+      rv.head[w] = l;
+      rv.got[w]++;
     } else {
-      orphan(s, l);  // its slot is gone: a hand-on cut short
+      orphan(s, l);
     }
   }
-  SHMSEM_HOOK(REPAIR_CHAINS_READ);
-  // The head: only it may gather a reservation (strict FIFO).
-  uint64_t head_ticket = ~uint64_t{0};
-  for (uint32_t w = 0; w < m; w++) {
+  return rv;
+}
+
+// The slots' chains and counts from the copy, and each slot's weight as
+// every reader clamps it (tables.h slot_weight), so check agrees.
+void write_reservations(shmsem_t *s, const Reservations &rv) {
+  for (uint32_t w = 0; w < s->max_waiters; w++) {
+    WaiterSlot &ws = s->slots[w];
+    if (ws.word.load(std::memory_order_relaxed) != kSlotFree)
+      ws.weight = slot_weight(s, w);
+    ws.lease = rv.head[w];
+    ws.got = rv.got[w];
+    for (uint32_t l = rv.head[w]; l != kNone; l = rv.link[l])
+      s->leases[l].link = rv.link[l];
+  }
+}
+
+// The head's ticket: only it may gather a reservation (strict FIFO).
+uint64_t head_ticket(const shmsem_t *s) {
+  uint64_t head = ~uint64_t{0};
+  for (uint32_t w = 0; w < s->max_waiters; w++) {
     uint32_t word = s->slots[w].word.load(std::memory_order_relaxed);
     uint64_t t = __atomic_load_n(&s->slots[w].ticket, __ATOMIC_RELAXED);
-    if ((word == kSlotWaiting || word == kSlotLeftQueued) && t < head_ticket)
-      head_ticket = t;
+    if ((word == kSlotWaiting || word == kSlotLeftQueued) && t < head)
+      head = t;
   }
-  const bool limited = c->rate_interval_ns.load(std::memory_order_relaxed);
+  return head;
+}
 
-  // 2. Half-finished grants, consumes and returns: each slot against its
-  // reservation.
-  for (uint32_t w = 0; w < m; w++) {
-    WaiterSlot &ws = s->slots[w];
-    uint32_t word = ws.word.load(std::memory_order_relaxed);
-    const uint32_t k = slot_weight(s, w), got = ws.got;
-    // Slot words its owner may change meanwhile (leaving without the lock:
-    // WAITING -> LEFT_QUEUED, the others -> LEFT) are changed by CAS; a
-    // slot left either way is consistent, and is freed by whoever meets it
-    // next (grant.cc sweep_left()), never here.
-    if (word == kSlotGranted || word == kSlotLeft) {
-      // All of it, or nothing (consumed); a part means the consumer died
-      // between the records it made HELD: the rest go back.
-      if (got != k && got != 0) orphan_reservation(s, w);
-      if (word == kSlotGranted && ws.got == 0)
-        ws.word.compare_exchange_strong(word, kSlotFree,
+// 2. A half-finished grant, consume or return: slot `w` against its
+// reservation (in the copy). Slot words its owner may change meanwhile
+// (leaving without the lock: WAITING -> LEFT_QUEUED, the others -> LEFT)
+// are changed by CAS; a slot left either way is consistent, and is freed
+// by whoever meets it next (grant.cc sweep_left()), never here.
+void settle_slot(shmsem_t *s, Reservations *rv, uint32_t w, uint64_t head,
+                 std::vector<uint32_t> *wake) {
+  Core *c = s->core;
+  WaiterSlot &ws = s->slots[w];
+  uint32_t word = ws.word.load(std::memory_order_relaxed);
+  const uint32_t k = slot_weight(s, w), got = rv->got[w];
+  const bool queued = word == kSlotWaiting || word == kSlotLeftQueued;
+  if (word == kSlotGranted || word == kSlotLeft) {
+    // All of it, or nothing (consumed); a part means the consumer died
+    // between the records it made HELD: the rest go back.
+    if (got != k && got != 0) orphan_reservation(s, rv, w);
+    if (word == kSlotGranted && rv->got[w] == 0)
+      ws.word.compare_exchange_strong(word, kSlotFree,
+                                      std::memory_order_release,
+                                      std::memory_order_relaxed);
+  } else if (queued && c->closed.load(std::memory_order_relaxed)) {
+    // A shutdown that died half-way. (A slot its owner left goes out of
+    // the queue as LEFT: nobody waits on a closed semaphore.)
+    orphan_reservation(s, rv, w);
+    if (word == kSlotWaiting &&
+        ws.word.compare_exchange_strong(word, kSlotClosed,
                                         std::memory_order_release,
-                                        std::memory_order_relaxed);
-    } else if ((word == kSlotWaiting || word == kSlotLeftQueued) &&
-               c->closed.load(std::memory_order_relaxed)) {
-      // A shutdown that died half-way. (A slot its owner left goes out
-      // of the queue as LEFT: nobody waits on a closed semaphore.)
-      orphan_reservation(s, w);
-      if (word == kSlotWaiting &&
-          ws.word.compare_exchange_strong(word, kSlotClosed,
-                                          std::memory_order_release,
-                                          std::memory_order_relaxed)) {
-        wake.push_back(w);
-        stat_bump(c->shutdown_failures);  // as shutdown would have
-      } else
-        ws.word.store(kSlotLeft, std::memory_order_release);
-    } else if (word == kSlotWaiting || word == kSlotLeftQueued) {
-      if (got && (__atomic_load_n(&ws.ticket, __ATOMIC_RELAXED) !=
-                      head_ticket ||
-                  got > k)) {
-        orphan_reservation(s, w);  // not the head's: a writer's
-      } else if (word == kSlotWaiting && got == k) {
-        // A grant cut short between its last reservation and GRANTED:
-        // completed (a CAS: the owner may leave without the lock; then
-        // the records are orphans like any other). Under a rate limit it
-        // waits for its start time: woken to learn it.
-        if (limited || ws.word.compare_exchange_strong(
-                           word, kSlotGranted, std::memory_order_release,
-                           std::memory_order_relaxed))
-          wake.push_back(w);
-        else
-          orphan_reservation(s, w);
-      }
-    } else if (word == kSlotCancelled || word == kSlotClosed) {
-      orphan_reservation(s, w);  // dropped when it was cancelled or closed
-    } else if (word != kSlotFree) {
-      orphan_reservation(s, w);
-      ws.word.store(kSlotFree, std::memory_order_release);
+                                        std::memory_order_relaxed)) {
+      wake->push_back(w);
+      stat_bump(c->shutdown_failures);  // as shutdown would have
+    } else {
+      ws.word.store(kSlotLeft, std::memory_order_release);
     }
+  } else if (queued) {
+    if (got &&
+        (__atomic_load_n(&ws.ticket, __ATOMIC_RELAXED) != head || got > k)) {
+      orphan_reservation(s, rv, w);  // not the head's: a writer's
+    } else if (word == kSlotWaiting && got == k) {
+      // A grant cut short between its last reservation and GRANTED:
+      // completed (a CAS: the owner may leave without the lock; then the
+      // records are orphans like any other). Under a rate limit it waits
+      // for its start time: woken to learn it.
+      if (c->rate_interval_ns.load(std::memory_order_relaxed) ||
+          ws.word.compare_exchange_strong(word, kSlotGranted,
+                                          std::memory_order_release,
+                                          std::memory_order_relaxed))
+        wake->push_back(w);
+      else
+        orphan_reservation(s, rv, w);
+    }
+  } else if (word == kSlotCancelled || word == kSlotClosed) {
+    orphan_reservation(s, rv, w);  // dropped when it was cancelled or closed
+  } else if (word != kSlotFree) {
+    orphan_reservation(s, rv, w);
+    ws.word.store(kSlotFree, std::memory_order_release);
   }
+}
 
-  // 3. Free lists, queue and counters from the record states.
-  uint32_t avail = 0, held = 0, reserved = 0, retired = 0;
+// A HELD_FAST lease under a process record that is not in use (a
+// writer's): held by nobody we can name. HELD under this process, whose
+// reclamation passes it on (the dead record's process may have held it; we
+// cannot tell). Returns false, with *w reread, if the word changed (the
+// lock-free path's: CAS only).
+bool adopt_fast(shmsem_t *s, uint32_t l, uint64_t *w) {
+  LeaseRecord &rec = s->leases[l];
+  const uint32_t p = word_proc(*w);
+  if (p < s->max_procs &&
+      s->procs[p].state.load(std::memory_order_relaxed) == kProcUsed)
+    return true;  // its process's, as it should be
+  rec.owner = self_owner();
+  rec.slot = kNone;  // a token names it
+  rec.link = kNone;
+  if (!rec.word.compare_exchange_strong(
+          *w, lease_word(kLeaseHeld, kNoProc, word_gen(*w)),
+          std::memory_order_relaxed, std::memory_order_relaxed))
+    return false;
+  used_add(s, s->core->n_used_leases, s->used_leases, s->permits, l,
+           &rec.used_pos);
+  return true;
+}
+
+// 3. The lease free list and the array of leases in use, from the record
+// states; any other word is FREE.
+void rebuild_leases(shmsem_t *s) {
+  Core *c = s->core;
+  const uint32_t n = s->permits;
   c->free_lease = kNone;
   c->n_used_leases.store(0, std::memory_order_relaxed);
-  c->n_used_slots.store(0, std::memory_order_relaxed);
   for (uint32_t l = n; l-- > 0;) {
     LeaseRecord &rec = s->leases[l];
     uint64_t w = rec.word.load(std::memory_order_relaxed);
     switch (word_state(w)) {
       case kLeaseHeld:
-        held++;
-        used_add(s, c->n_used_leases, s->used_leases, n, l, &rec.used_pos);
-        break;
       case kLeaseReserved:
-        reserved++;
         used_add(s, c->n_used_leases, s->used_leases, n, l, &rec.used_pos);
         break;
-      case kLeaseRetired:
-        retired++;
-        break;
+      case kLeaseRetired: break;
       case kLeaseHeldFast:
-        // The lock-free path's, changed by CAS only. Held under a process
-        // record that is not in use (a writer's): held by nobody we can
-        // name. HELD under this process, whose reclamation passes it on
-        // (the dead record's process may have held it; we cannot tell).
-        if (word_proc(w) < s->max_procs &&
-            s->procs[word_proc(w)].state.load(std::memory_order_relaxed) ==
-                kProcUsed)
-          break;
-        rec.owner = self_owner();
-        if (rec.word.compare_exchange_strong(
-                w, lease_word(kLeaseHeld, kNoProc, word_gen(w)),
-                std::memory_order_relaxed, std::memory_order_relaxed)) {
-          held++;
-          used_add(s, c->n_used_leases, s->used_leases, n, l, &rec.used_pos);
-          break;
-        }
-        if (word_state(w) != kLeaseLoose) break;  // released meanwhile
-        [[fallthrough]];
+        if (adopt_fast(s, l, &w) || word_state(w) != kLeaseLoose) break;
+        [[fallthrough]];  // released meanwhile
       case kLeaseLoose:
         // Free, and found by the sweeps only through a lane of its process
         // record that names it (fast_release() names it before freeing it).
@@ -192,29 +214,26 @@ void repair(shmsem_t *s) {
                 std::memory_order_relaxed, std::memory_order_relaxed))
           break;  // taken meanwhile (CAS: the only way it changes)
         lease_push(s, l);
-        avail++;
         break;
       default:
         rec.word.store(lease_word(kLeaseFree, kNoProc, word_gen(w)),
                        std::memory_order_relaxed);
         lease_push(s, l);
-        avail++;
     }
   }
-  c->available.store(avail, std::memory_order_relaxed);
-  c->held.store(held, std::memory_order_relaxed);
-  c->reserved.store(reserved, std::memory_order_relaxed);
-  c->retired.store(retired, std::memory_order_relaxed);
-  c->retiring.store(0, std::memory_order_relaxed);  // settled in step 5
-  if (c->capacity.load(std::memory_order_relaxed) > n)
-    c->capacity.store(n, std::memory_order_relaxed);
+}
 
-  // (ticket, slot), each ticket read once: the sort must never read the
-  // segment, where a writer may change tickets under it, and std::sort
-  // with an inconsistent order runs off the ends of its array (an
-  // adversarial test corrupted the heap that way).
+// 3. The slot free list, the array of slots in use and the queue. The
+// queue is ordered by (ticket, slot), each ticket read once: the sort must
+// never read the segment, where a writer may change tickets under it, and
+// std::sort with an inconsistent order runs off the ends of its array (an
+// adversarial test corrupted the heap that way).
+void rebuild_slots(shmsem_t *s) {
+  Core *c = s->core;
+  const uint32_t m = s->max_waiters;
   std::vector<std::pair<uint64_t, uint32_t>> queued;
   c->free_slot = kNone;
+  c->n_used_slots.store(0, std::memory_order_relaxed);
   uint64_t max_ticket = 0;
   for (uint32_t w = m; w-- > 0;) {
     WaiterSlot &ws = s->slots[w];
@@ -236,11 +255,68 @@ void repair(shmsem_t *s) {
   c->waiting.store(0, std::memory_order_relaxed);
   for (const auto &q : queued) queue_append(s, q.second);
   if (c->next_ticket <= max_ticket) c->next_ticket = max_ticket + 1;
+}
+
+// 3. The weighted leases' chains (section 13), from the records: each
+// lease a token names (HELD, not kMember) is walked once (chain.h) and its
+// records relinked from the copy; a record another chain reached first
+// ends the chain; a kMember record no chain reaches links nowhere. (A
+// stale link, to a record that left, would be harmless, but check would
+// have to tell it from a writer's: none is left.)
+void rebuild_weighted(shmsem_t *s) {
+  const uint32_t n = s->permits;
+  std::vector<bool> reached(n, false);
+  for (uint32_t l = 0; l < n; l++) {
+    LeaseRecord &rec = s->leases[l];
+    if (lease_state(rec) != kLeaseHeld || rec.slot == kMember) continue;
+    Chain ch;
+    (void)walk_lease(s, l, &ch);
+    for (uint32_t i = 1; i < ch.size(); i++)
+      if (reached[ch[i]]) {
+        ch.truncate(i);
+        break;
+      }
+    for (uint32_t i = 0; i < ch.size(); i++) {
+      reached[ch[i]] = true;
+      s->leases[ch[i]].link = i + 1 < ch.size() ? ch[i + 1] : kNone;
+    }
+  }
+  for (uint32_t l = 0; l < n; l++)
+    if (!reached[l] && lease_state(s->leases[l]) == kLeaseHeld)
+      s->leases[l].link = kNone;
+}
+
+// 2. Every slot against its reservation.
+void finish_slots(shmsem_t *s, Reservations *rv, std::vector<uint32_t> *wake) {
+  const uint64_t head = head_ticket(s);
+  for (uint32_t w = 0; w < s->max_waiters; w++)
+    settle_slot(s, rv, w, head, wake);
+}
+
+}  // namespace
+
+void repair(shmsem_t *s) {
+  SHMSEM_HOOK(REPAIR_LOCKED);
+  Core *c = s->core;
+  stat_bump(c->repairs);
+  std::vector<uint32_t> wake;
+  Reservations rv = read_reservations(s);
+  SHMSEM_HOOK(REPAIR_CHAINS_READ);
+  if (c->closed.load(std::memory_order_relaxed))
+    c->closed.store(1, std::memory_order_relaxed);
+  finish_slots(s, &rv, &wake);
+  write_reservations(s, rv);
+  rebuild_leases(s);
+  rebuild_slots(s);
+  store_counters(s, census(s));
+  rebuild_weighted(s);
+  (void)rate_clamp(s, mono_ns());
 
   // 4. The watcher role, if its holder's slot is gone.
   uint32_t wt = c->watcher;
-  uint32_t wword =
-      wt < m ? s->slots[wt].word.load(std::memory_order_relaxed) : kSlotFree;
+  uint32_t wword = wt < s->max_waiters
+                       ? s->slots[wt].word.load(std::memory_order_relaxed)
+                       : kSlotFree;
   if (wword == kSlotFree || slot_left(wword)) {
     c->watcher = c->tail;
     if (c->tail != kNone) wake.push_back(c->tail);

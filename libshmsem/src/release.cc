@@ -2,8 +2,8 @@
 #include "release.h"
 
 #include <errno.h>
-#include <string.h>
 
+#include "chain.h"
 #include "fastpath.h"
 #include "futex.h"
 #include "hooks.h"
@@ -31,25 +31,14 @@ int release(shmsem_t *s, shmsem_lease_t *lease) {
 
 namespace {
 
-// Lease `l`, HELD by `rec.owner`, is a weighted lease's first record: the
-// records linked from it are the others (section 13). Checks each (HELD,
-// the same owner, at most `permits` of them) and cuts the chain at the
-// first that is not one (reclamation passed it on alone after its owner
-// died, or a writer). Returns how many records the lease has now.
-uint32_t lease_chain(shmsem_t *s, uint32_t l) {
-  const Owner &o = s->leases[l].owner;
-  uint32_t n = 1, prev = l;
-  for (uint32_t x = s->leases[l].link; x != kNone; x = s->leases[x].link) {
-    if (!lease_ok(s, x) || n >= s->permits ||
-        lease_state(s->leases[x]) != kLeaseHeld ||
-        s->leases[x].slot != kMember ||
-        memcmp(&s->leases[x].owner, &o, sizeof o) != 0)
-      break;
-    prev = x;
-    n++;
-  }
-  s->leases[prev].link = kNone;
-  return n;
+// Lease `l`, HELD, is a weighted lease's first record: the records linked
+// from it are the others (section 13), read once into `ch` (chain.h), each
+// HELD by the same owner and marked as no token's, each once. The chain is
+// cut at the first that is not one (reclamation passed it on alone after
+// its owner died, or a writer): only the copy's records are released.
+void lease_chain(shmsem_t *s, uint32_t l, Chain *ch) {
+  (void)walk_lease(s, l, ch);
+  s->leases[ch->back()].link = kNone;
 }
 
 }  // namespace
@@ -88,11 +77,12 @@ int release_locked(shmsem_t *s, const shmsem_lease_t *lease) {
       // This record first (the commit that spends the token), then the
       // others of a weighted lease: a releaser killed in between leaves
       // them HELD by their (dead) owner, which reclamation passes on.
-      uint32_t n = lease_chain(s, l);
+      Chain ch;
+      lease_chain(s, l, &ch);
       SHMSEM_HOOK(RELEASE_CHAIN_READ);
-      counter_add(s->core->held, -int32_t(n));
+      counter_add(s->core->held, -int32_t(ch.size()));
       record_hold(s, rec.since_ns.load(std::memory_order_relaxed));
-      pass_chain(s, l, &wk);
+      pass_chain(s, ch, &wk);
     } else {
       return -EALREADY;
     }

@@ -295,11 +295,12 @@ inline uint32_t slot_weight(const shmsem_t *s, uint32_t w) {
 // granted (word GRANTED; added to `wk`); else to the pool. This is the
 // only place a permit is granted to a waiter. Heads whose owner left
 // without the lock are freed on the way, their reservations passed on.
-// Records linked from `l` (its `link`) are passed after it, in order.
+// `l`'s own link is ignored (cleared).
 void pass_permit(shmsem_t *s, uint32_t l, Wakes *wk);
-// The same for `l` and the records linked from it (a weighted lease being
-// released, checked by the caller), `l` first.
-void pass_chain(shmsem_t *s, uint32_t l, Wakes *wk);
+// The same for each record of `c` (a weighted lease being released, read
+// once by walk_lease: chain.h), in order.
+class Chain;
+void pass_chain(shmsem_t *s, const Chain &c, Wakes *wk);
 
 // Slot `w` is the head, WAITING, holds all it asked for, and the rate now
 // allows it: grant it (GRANTED, a token taken), and pass the pool's free
@@ -333,8 +334,11 @@ void free_left(shmsem_t *s, uint32_t w);
 // Frees the slot; GRANTED fills `lease` and returns 0.
 // A GRANTED lease of one permit becomes HELD_FAST under `proc` (the
 // waiter's process record) if it has one, else HELD; one of n permits is n
-// HELD records linked from the one the token names.
-int finish_slot(shmsem_t *s, uint32_t w, uint32_t proc, shmsem_lease_t *lease);
+// HELD records linked from the one the token names. A reservation a writer
+// broke is not handed over: -EUCLEAN, the slot freed, its records passed
+// on (slots to wake go to `wk`), the caller owning nothing.
+int finish_slot(shmsem_t *s, uint32_t w, uint32_t proc, shmsem_lease_t *lease,
+                Wakes *wk);
 
 }  // namespace shmsem::detail
 

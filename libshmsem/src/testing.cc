@@ -3,6 +3,7 @@
 
 #include <errno.h>
 
+#include "census.h"
 #include "handle.h"
 #include "lock.h"
 #include "tables.h"
@@ -61,17 +62,12 @@ const char *hook_name(HookPoint p) {
 }
 
 Census census(shmsem_t *s) {
-  Census c{};
   LockGuard guard(s);
-  for (uint32_t l = 0; l < s->permits; l++) {
-    switch (lease_state(s->leases[l])) {
-      case kLeaseFree:
-      case kLeaseLoose: c.free_leases++; break;
-      case kLeaseHeld:
-      case kLeaseHeldFast: c.held++; break;
-      case kLeaseReserved: c.reserved++; break;
-    }
-  }
+  const detail::Census d = detail::census(s);
+  Census c{};
+  c.free_leases = d.free + d.loose;
+  c.held = d.held + d.fast;
+  c.reserved = d.reserved;
   for (uint32_t w = 0; w < s->max_waiters; w++) {
     switch (s->slots[w].word.load(std::memory_order_relaxed)) {
       case kSlotFree: c.free_slots++; break;

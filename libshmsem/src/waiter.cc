@@ -2,6 +2,7 @@
 
 #include <errno.h>
 
+#include "chain.h"
 #include "clock.h"
 #include "fastpath.h"
 #include "futex.h"
@@ -61,6 +62,7 @@ int waiter_start(shmsem_t *s, uint32_t weight, bool may_queue,
   // `chain`, HELD by this process until they become this waiter's
   // reservation or go back.
   uint32_t chain = kNone, taken = 0;
+  Chain mine;  // the same records, in private memory (chain.h)
   const uint64_t now =
       c->rate_interval_ns.load(std::memory_order_relaxed) ? mono_ns() : 0;
   // A free permit and nobody queued (INV-NOBYPASS: while anyone waits, no
@@ -104,6 +106,7 @@ int waiter_start(shmsem_t *s, uint32_t weight, bool may_queue,
         s->leases[l].link = chain;
         s->leases[l].slot = kMember;  // no token names it (section 13)
         chain = l;
+        mine.push_back(l);
         SHMSEM_HOOK(ACQUIRE_LEASE_POPPED);
       }
       l = taken == weight ? chain : kNone;
@@ -122,7 +125,7 @@ int waiter_start(shmsem_t *s, uint32_t weight, bool may_queue,
     if (chain != kNone) {
       // Not enough for a weighted acquire that may not wait: they go back.
       counter_add(c->held, -int32_t(taken));
-      pass_chain(s, chain, &wk);
+      pass_chain(s, mine, &wk);
     }
     if (!may_queue) return -EAGAIN;
     stat_bump(c->queue_full);
@@ -152,7 +155,7 @@ int waiter_start(shmsem_t *s, uint32_t weight, bool may_queue,
     // At the head with part of what it asked for: that becomes its
     // reservation (a crash before leaves them HELD by this process).
     counter_add(c->held, -int32_t(taken));
-    pass_chain(s, chain, &wk);
+    pass_chain(s, mine, &wk);
   } else if (head) {
     // At the head because the rate said no: the free permits become its
     // reservation (it then sleeps until its start time).
@@ -263,7 +266,7 @@ int complete(shmsem_t *s, const Waiter &w, int abandon_reason,
       return -EINPROGRESS;  // a poll at the head before its start time
     } else {
       // The grant (or another party) won.
-      r = finish_slot(s, w.slot, self_proc(s), lease);
+      r = finish_slot(s, w.slot, self_proc(s), lease, &wk);
     }
     next_watcher = watcher_leave(s, w.slot);
   }

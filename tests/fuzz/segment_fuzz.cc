@@ -9,10 +9,30 @@
 // quantiles, a read-only handle, reopening, and shmsem_inspect (what the
 // CLI's snapshot and every monitor read a segment with) through the
 // writable handle, a read-only one and a SHMSEM_SNAPSHOT copy, with buffers
-// of every size. Between operations, and at the library's hook
-// points inside them, the script may write anything anywhere in the segment
-// except the lock word, as a concurrent writer could. Any sanitizer report,
-// crash, hang (-timeout) or leak is a finding.
+// of every size. The newer surface too: weighted acquires (blocking with a
+// brief deadline or a cancel, tried, and through an async waiter that stays
+// queued across ops), shmsem_set_permits growing and shrinking the
+// capacity, declared hold times, and the lock-free path (a thread's lane
+// and its process record) by acquire-release cycles. Between operations,
+// and at the library's hook points inside them, the script may write
+// anything anywhere in the segment except the lock word, as a concurrent
+// writer could: raw bytes, a word of a record, or a field by name (a lease's
+// link, a slot's reservation, a capacity, rate or process-record word),
+// with values chosen to hurt (kNone, an index one past the table, a link
+// back to an earlier record, the value just read plus or minus one), once
+// or alternating at every pass of a hook point between two reads of the
+// same chain. Any sanitizer report, crash, hang (-timeout) or leak is a
+// finding.
+//
+// And one invariant: when the script is done, the writer stops, the async
+// waiter is cancelled, shmsem_recover runs, and then shmsem_check must
+// return 0: whatever a writer left, a recovery with the writer gone leaves
+// a segment every invariant holds for (issue 24). A failure aborts with the
+// check's message. SHMSEM_FUZZ_FINAL=repaired asserts it only after a
+// recover that repaired (core.repairs moved), =off not at all (memory
+// safety alone). While fixes are pending, SHMSEM_FUZZ_KNOWN="msg|msg..."
+// lists check messages (prefixes) that are printed once each and not
+// aborted on, so that one known failure does not hide the others.
 //
 // Nothing here sends a signal or waits without a deadline: the only waits
 // are the library's, and each one has a deadline of at most kMaxBriefUs, or
@@ -39,10 +59,12 @@
 #include <shmsem/inspect.h>
 #include <shmsem/shmsem.h>
 
+#include "check.h"
 #include "fuzz_input.h"
 #include "handle.h"
 #include "layout.h"
 #include "owner.h"
+#include "rate.h"
 #include "testing.h"
 
 namespace {
@@ -77,12 +99,30 @@ struct Poke {
   uint8_t bytes[8] = {};
 };
 
+// A value of a kPokeSym as read from the script (fuzz_input.h SymValue);
+// turned into bytes when the poke is applied.
+struct SymVal {
+  uint8_t sel = 0;
+  uint8_t state = 0;
+  uint64_t raw = 0;
+};
+
+// A named field of a record, and the values to store there.
+struct SymPoke {
+  uint8_t field = 0;
+  uint16_t idx = 0;
+  SymVal a, b;
+  uint8_t times = 1;  // passes left (alternating a, b)
+  uint8_t done = 0;
+};
+
 // One action waiting at a hook point.
 struct Pending {
   bool armed = false;
   HookPoint at{};
   HookAction act{};
   Poke poke;
+  SymPoke sym;
   uint8_t arg = 0;
 };
 
@@ -109,8 +149,15 @@ struct State {
   bool fire_armed = false;
   HookPoint fire_at{};
   int depth = 0;
+  shmsem_waiter_t waiter;  // the async waiter (kWaiterStart)
+  bool waiter_queued = false;
 };
 State g;
+
+enum FinalMode { kFinalCheck, kFinalIfRepaired, kFinalOff };
+FinalMode g_final = kFinalCheck;
+std::vector<std::string> g_known;   // SHMSEM_FUZZ_KNOWN
+std::vector<bool> g_known_seen;
 
 uint64_t mono_now() {
   timespec ts;
@@ -205,6 +252,248 @@ Poke read_field_poke(Reader &r, size_t width) {
   return p;
 }
 
+// --- fields by name (kPokeSym) ----------------------------------------------
+// Which table a field's record is in, what range its value indexes (for
+// kVCount and its neighbours), and what a kVState value of it is.
+enum Table : uint8_t {
+  kTCore, kTLease, kTSlot, kTProc, kTLane, kTUsedLease, kTUsedSlot,
+  kTDeclared
+};
+enum Range : uint8_t { kRLeases, kRSlots, kRProcs };
+enum Kind : uint8_t { kKPlain, kKLeaseWord, kKSlotWord, kKProcState, kKGate };
+struct FieldDef {
+  Table table;
+  uint32_t off;  // within the record
+  uint8_t width;
+  Range range;
+  Kind kind;
+};
+
+#define SHMSEM_F(T, Rec, m, R, K) \
+  FieldDef { T, uint32_t(offsetof(Rec, m)), uint8_t(sizeof(Rec::m)), R, K }
+#define SHMSEM_OWNER(T, Rec, m, R) \
+  FieldDef { T, uint32_t(offsetof(Rec, owner) + offsetof(Owner, m)), \
+             uint8_t(sizeof(Owner::m)), R, kKPlain }
+const FieldDef kFields[] = {
+    SHMSEM_F(kTLease, LeaseRecord, word, kRLeases, kKLeaseWord),
+    SHMSEM_F(kTLease, LeaseRecord, slot, kRSlots, kKPlain),
+    SHMSEM_F(kTLease, LeaseRecord, next_free, kRLeases, kKPlain),
+    SHMSEM_F(kTLease, LeaseRecord, link, kRLeases, kKPlain),
+    SHMSEM_F(kTLease, LeaseRecord, used_pos, kRLeases, kKPlain),
+    SHMSEM_OWNER(kTLease, LeaseRecord, pid, kRLeases),
+    SHMSEM_F(kTLease, LeaseRecord, since_ns, kRLeases, kKPlain),
+    SHMSEM_F(kTSlot, WaiterSlot, word, kRSlots, kKSlotWord),
+    SHMSEM_F(kTSlot, WaiterSlot, lease, kRLeases, kKPlain),
+    SHMSEM_F(kTSlot, WaiterSlot, ticket, kRSlots, kKPlain),
+    SHMSEM_F(kTSlot, WaiterSlot, prev, kRSlots, kKPlain),
+    SHMSEM_F(kTSlot, WaiterSlot, next, kRSlots, kKPlain),
+    SHMSEM_F(kTSlot, WaiterSlot, next_free, kRSlots, kKPlain),
+    SHMSEM_F(kTSlot, WaiterSlot, used_pos, kRSlots, kKPlain),
+    SHMSEM_F(kTSlot, WaiterSlot, weight, kRLeases, kKPlain),
+    SHMSEM_F(kTSlot, WaiterSlot, got, kRLeases, kKPlain),
+    SHMSEM_F(kTSlot, WaiterSlot, left_why, kRLeases, kKPlain),
+    SHMSEM_F(kTSlot, WaiterSlot, sleeping, kRLeases, kKPlain),
+    SHMSEM_OWNER(kTSlot, WaiterSlot, pid, kRSlots),
+    SHMSEM_OWNER(kTSlot, WaiterSlot, tid, kRSlots),
+    SHMSEM_F(kTCore, Core, available, kRLeases, kKPlain),
+    SHMSEM_F(kTCore, Core, held, kRLeases, kKPlain),
+    SHMSEM_F(kTCore, Core, reserved, kRLeases, kKPlain),
+    SHMSEM_F(kTCore, Core, waiting, kRSlots, kKPlain),
+    SHMSEM_F(kTCore, Core, closed, kRLeases, kKPlain),
+    SHMSEM_F(kTCore, Core, head, kRSlots, kKPlain),
+    SHMSEM_F(kTCore, Core, tail, kRSlots, kKPlain),
+    SHMSEM_F(kTCore, Core, free_lease, kRLeases, kKPlain),
+    SHMSEM_F(kTCore, Core, free_slot, kRSlots, kKPlain),
+    SHMSEM_F(kTCore, Core, watcher, kRSlots, kKPlain),
+    SHMSEM_F(kTCore, Core, next_ticket, kRSlots, kKPlain),
+    SHMSEM_F(kTCore, Core, n_used_leases, kRLeases, kKPlain),
+    SHMSEM_F(kTCore, Core, n_used_slots, kRSlots, kKPlain),
+    SHMSEM_F(kTCore, Core, procs_hwm, kRProcs, kKPlain),
+    SHMSEM_F(kTCore, Core, capacity, kRLeases, kKPlain),
+    SHMSEM_F(kTCore, Core, retired, kRLeases, kKPlain),
+    SHMSEM_F(kTCore, Core, retiring, kRLeases, kKPlain),
+    SHMSEM_F(kTCore, Core, rate_burst, kRLeases, kKPlain),
+    SHMSEM_F(kTCore, Core, rate_interval_ns, kRLeases, kKPlain),
+    SHMSEM_F(kTCore, Core, rate_tat_ns, kRLeases, kKPlain),
+    SHMSEM_F(kTCore, Core, gate, kRLeases, kKGate),
+    SHMSEM_F(kTCore, Core, lock_seq, kRLeases, kKPlain),
+    SHMSEM_F(kTProc, ProcRecord, state, kRProcs, kKProcState),
+    SHMSEM_OWNER(kTProc, ProcRecord, pid, kRProcs),
+    SHMSEM_OWNER(kTProc, ProcRecord, start, kRProcs),
+    SHMSEM_F(kTLane, Lane, loose, kRLeases, kKPlain),
+    SHMSEM_F(kTLane, Lane, acquisitions, kRLeases, kKPlain),
+    FieldDef{kTUsedLease, 0, 4, kRLeases, kKPlain},
+    FieldDef{kTUsedSlot, 0, 4, kRSlots, kKPlain},
+    FieldDef{kTDeclared, 0, 8, kRLeases, kKPlain},
+};
+#undef SHMSEM_F
+#undef SHMSEM_OWNER
+static_assert(sizeof kFields / sizeof kFields[0] == kFieldCount);
+
+uint32_t range_count(Range r) {
+  switch (r) {
+    case kRSlots: return g.max_waiters;
+    case kRProcs: return g.geo.max_procs;
+    default: return g.permits;
+  }
+}
+
+// Where field `f` of record `idx` is, and that record's index in its
+// table; false if the table is empty (no waiter slots).
+bool sym_locate(const FieldDef &f, uint16_t idx, size_t *off, uint32_t *rec) {
+  const Geometry &geo = g.geo;
+  uint32_t i = 0;
+  size_t base = 0;
+  switch (f.table) {
+    case kTCore: base = kCoreOff; break;
+    case kTLease:
+      i = idx % g.permits;
+      base = geo.lease_off + i * sizeof(LeaseRecord);
+      break;
+    case kTSlot:
+      if (!g.max_waiters) return false;
+      i = idx % g.max_waiters;
+      base = geo.slot_off + i * sizeof(WaiterSlot);
+      break;
+    case kTProc:
+      i = idx % geo.max_procs;
+      base = geo.proc_off + i * sizeof(ProcRecord);
+      break;
+    case kTLane:
+      i = (uint32_t(idx) >> 4) % geo.max_procs;
+      base = geo.proc_off + i * sizeof(ProcRecord) +
+             offsetof(ProcRecord, lanes) + (idx % kLanes) * sizeof(Lane);
+      break;
+    case kTUsedLease:
+      i = idx % g.permits;
+      base = geo.used_off + i * sizeof(uint32_t);
+      break;
+    case kTUsedSlot:
+      if (!g.max_waiters) return false;
+      i = idx % g.max_waiters;
+      base = geo.used_off + (g.permits + i) * sizeof(uint32_t);
+      break;
+    case kTDeclared:
+      i = idx % g.permits;
+      base = geo.declared_off + i * sizeof(uint64_t);
+      break;
+  }
+  *off = base + f.off;
+  *rec = i;
+  return true;
+}
+
+SymVal read_sym_val(Reader &r) {
+  SymVal v;
+  v.sel = uint8_t(r.u8() % kSymValueCount);
+  if (v.sel == kVState) v.state = r.u8();
+  if (v.sel == kVRaw) v.raw = r.u64();
+  return v;
+}
+
+SymPoke read_sym_poke(Reader &r) {
+  SymPoke p;
+  p.field = uint8_t(r.u8() % kFieldCount);
+  p.idx = r.u16();
+  p.a = read_sym_val(r);
+  return p;
+}
+
+// A state word valid for the field (or near it).
+uint64_t sym_state(const FieldDef &f, uint8_t b, uint64_t cur) {
+  switch (f.kind) {
+    case kKLeaseWord: {
+      static constexpr uint32_t kStates[] = {
+          kLeaseFree,  kLeaseHeld,    kLeaseReserved, kLeaseLoose,
+          kLeaseHeldFast, kLeaseRetired, 0x0,         0xF};
+      uint32_t ours = g.s ? g.s->fast_proc.load(std::memory_order_relaxed)
+                          : 0;
+      const uint32_t procs[] = {kNoProc, 0, ours, g.geo.max_procs};
+      uint64_t gen = word_gen(cur);
+      if (b & 32) gen = (gen + 1) & kGenMask;
+      return lease_word(kStates[b & 7], procs[(b >> 3) & 3], gen);
+    }
+    case kKSlotWord: {
+      static constexpr uint32_t kStates[] = {
+          kSlotFree,   kSlotWaiting,    kSlotGranted, kSlotCancelled,
+          kSlotClosed, kSlotLeftQueued, kSlotLeft,    0};
+      return kStates[b & 7];
+    }
+    case kKProcState: {
+      static constexpr uint32_t kStates[] = {kProcFree, kProcUsed, 0, kNone};
+      return kStates[b & 3];
+    }
+    case kKGate: return b & 15;
+    default: return b;
+  }
+}
+
+uint64_t sym_value(const FieldDef &f, const SymVal &v, uint32_t rec,
+                   uint64_t cur) {
+  const uint64_t n = range_count(f.range);
+  const bool wide = f.width == 8;
+  switch (SymValue(v.sel)) {
+    case kVZero: return 0;
+    case kVOne: return 1;
+    case kVTwo: return 2;
+    case kVNone: return wide ? ~uint64_t{0} : kNone;
+    case kVMember: return wide ? ~uint64_t{0} - 1 : kMember;
+    case kVU32Max: return 0xffff'ffffu;
+    case kVInt31: return 0x7fff'ffffu;
+    case kVBit31: return 0x8000'0000u;
+    case kVCount: return n;
+    case kVCountPlus: return n + 1;
+    case kVLast: return n - 1;
+    case kVSelf: return rec;
+    case kVPrev: return rec ? rec - 1 : n - 1;
+    case kVNext: return rec + 1;
+    case kVInc: return cur + 1;
+    case kVDec: return cur - 1;
+    case kVPermits: return g.permits;
+    case kVWaiters: return g.max_waiters;
+    case kVProcs: return g.geo.max_procs;
+    case kVNow: return mono_now();
+    case kVNowPlus: return mono_now() + 1'000'000'000ull;
+    case kVNowMinus: return mono_now() - 1'000'000ull;
+    case kVMaxInterval: return kMaxRateIntervalNs;
+    case kVMaxIntervalPlus: return kMaxRateIntervalNs + 1;
+    case kVU64Max: return ~uint64_t{0};
+    case kVI64Max: return ~uint64_t{0} >> 1;
+    case kVOurPid: return uint32_t(getpid());
+    case kVOurTid: return uint32_t(syscall(SYS_gettid));
+    case kVState: return sym_state(f, v.state, cur);
+    default: return v.raw;
+  }
+}
+
+// Store the value into the field, through the writer's mapping (never the
+// lock word, which no field names).
+void apply_sym(uint8_t field, uint16_t idx, const SymVal &v) {
+  const FieldDef &f = kFields[field % kFieldCount];
+  size_t off;
+  uint32_t rec;
+  if (!sym_locate(f, idx, &off, &rec) || off + f.width > g.size) return;
+  char *p = g.map + off;
+  if (f.width == 8) {
+    auto *q = reinterpret_cast<uint64_t *>(p);
+    __atomic_store_n(q, sym_value(f, v, rec, __atomic_load_n(q, __ATOMIC_RELAXED)),
+                     __ATOMIC_RELAXED);
+  } else {
+    auto *q = reinterpret_cast<uint32_t *>(p);
+    __atomic_store_n(
+        q, uint32_t(sym_value(f, v, rec, __atomic_load_n(q, __ATOMIC_RELAXED))),
+        __ATOMIC_RELAXED);
+  }
+}
+
+// One pass of a hook point: a, then b at the next pass, then a again ...
+// until `times` passes are done. Returns true while more are left.
+bool step_sym(SymPoke &p) {
+  apply_sym(p.field, p.idx, (p.done & 1) ? p.b : p.a);
+  p.done++;
+  return p.done < p.times;
+}
+
 void keep_lease(const shmsem_lease_t &l) {
   if (g.leases.size() < kMaxLeases) g.leases.push_back(l);
 }
@@ -233,6 +522,11 @@ constexpr HookPoint kCallPoints[] = {
 constexpr size_t kNumCallPoints = sizeof kCallPoints / sizeof kCallPoints[0];
 // Every point an operation on an open segment can reach.
 constexpr int kNumPokePoints = int(HookPoint::CREATE_OPENED);
+// A kAtHookSym point byte (fuzz_input.h kWriterPoints).
+HookPoint writer_point(uint8_t b) {
+  return b < 0x80 ? kWriterPoints[b % kNumWriterPoints]
+                  : HookPoint(b % kNumPokePoints);
+}
 
 void run_action(const Pending &a) {
   shmsem_lease_t l;
@@ -255,6 +549,9 @@ void run_action(const Pending &a) {
       if (g.s) shmsem_stat(g.s, &st);
       break;
     }
+    case kActSetPermits:
+      if (g.s) shmsem_set_permits(g.s, a.arg % (g.permits + 2));
+      break;
     default: break;
   }
 }
@@ -267,12 +564,41 @@ void on_hook(HookPoint p, void *) {
     shmsem_cancel(&g.cancel);
   }
   for (Pending &a : g.pending) {
-    if (a.armed && a.at == p) {
+    if (!a.armed || a.at != p) continue;
+    if (a.act == kActPokeSym) {
+      a.armed = step_sym(a.sym);  // again at the next pass, alternating
+    } else {
       a.armed = false;
       run_action(a);
     }
   }
   g.depth--;
+}
+
+void arm(const Pending &a) {
+  for (Pending &slot : g.pending) {
+    if (!slot.armed) {
+      slot = a;
+      slot.armed = true;
+      return;
+    }
+  }
+}
+
+// The tail of kAtHookSym and of kActPokeSym: field, index, a, b, times.
+SymPoke read_sym_pokes(Reader &r) {
+  SymPoke p = read_sym_poke(r);
+  p.b = read_sym_val(r);
+  p.times = uint8_t(1 + r.u8() % 8);
+  return p;
+}
+
+void op_at_hook_sym(Reader &r) {
+  Pending a;
+  a.at = writer_point(r.u8());
+  a.act = kActPokeSym;
+  a.sym = read_sym_pokes(r);
+  arm(a);
 }
 
 void op_at_hook(Reader &r) {
@@ -283,19 +609,18 @@ void op_at_hook(Reader &r) {
     case kActPokeField: a.poke = read_field_poke(r, 4); break;
     case kActPokeField64: a.poke = read_field_poke(r, 8); break;
     case kActRelease:
-    case kActAcquireBrief: a.arg = r.u8(); break;
+    case kActAcquireBrief:
+    case kActSetPermits: a.arg = r.u8(); break;
+    case kActPokeSym: a.sym = read_sym_pokes(r); break;
     default: break;
   }
-  bool call = a.act != kActPokeField && a.act != kActPokeField64;
-  a.at = call ? kCallPoints[point % kNumCallPoints]
-              : HookPoint(point % kNumPokePoints);
-  a.armed = true;
-  for (Pending &slot : g.pending) {
-    if (!slot.armed) {
-      slot = a;
-      return;
-    }
-  }
+  if (a.act == kActPokeSym)
+    a.at = writer_point(point);
+  else if (a.act == kActPokeField || a.act == kActPokeField64)
+    a.at = HookPoint(point % kNumPokePoints);
+  else
+    a.at = kCallPoints[point % kNumCallPoints];
+  arm(a);
 }
 
 void op_acquire_cancel_later(Reader &r) {
@@ -377,7 +702,20 @@ void inspect_through(shmsem_t *s, uint32_t room) {
 
 // The op takes no argument (the script format and the corpus stay as they
 // were): every way, with short buffers through the read-only mapping.
+//
+// A lock word naming a (dead) holder is taken over first: shmsem_inspect
+// through a writable handle waits 50 ms for such a holder to go before it
+// reads without the lock (a monitor must not hang on a stopped holder),
+// and the fuzzer would spend most of its time there (inspect_test covers
+// that wait).
 void op_snapshot() {
+  if (g.s && g.size >= kCoreOff + sizeof(uint32_t) &&
+      (reinterpret_cast<Core *>(g.map + kCoreOff)
+           ->lock_word.load(std::memory_order_relaxed) &
+       kLockTidMask)) {
+    struct shmsem_stat st;
+    shmsem_stat(g.s, &st);
+  }
   inspect_through(g.s, ~0u);
   shmsem_t *ro = nullptr;
   if (shmsem_open(g.name.c_str(), SHMSEM_RDONLY, &ro) == 0) {
@@ -401,7 +739,13 @@ void op_read_only() {
   shmsem_try_acquire(ro, &l);
   timespec past{0, 0};
   shmsem_acquire_until(ro, &past, &l);
-  if (!g.leases.empty()) shmsem_release(ro, &g.leases[0]);
+  shmsem_try_acquire_n(ro, 2, &l);
+  shmsem_acquire_until_n(ro, 1, &past, &l);
+  shmsem_set_permits(ro, 0);
+  if (!g.leases.empty()) {
+    shmsem_declare_hold(ro, &g.leases[0], 1000);
+    shmsem_release(ro, &g.leases[0]);
+  }
   shmsem_shutdown(ro);
   shmsem_recover(ro);
   shmsem_detach(ro);
@@ -445,10 +789,160 @@ void keep_lock_takeable() {
   reinterpret_cast<Core *>(g.map + kCoreOff)->lock_word.store(0);
 }
 
+// --- the newer surface ----------------------------------------------------------
+// A weight: 0 and max_permits + 1 are -EINVAL, the rest 1..max_permits.
+uint32_t weight_of(uint8_t b) { return b % (g.permits + 2); }
+
+timespec brief_deadline(uint8_t us) {
+  return ts_of(mono_now() + uint64_t(us % (kMaxBriefUs + 1)) * 1000);
+}
+
+void op_try_acquire_n(Reader &r) {
+  uint32_t n = weight_of(r.u8());
+  shmsem_lease_t l;
+  if (g.s && shmsem_try_acquire_n(g.s, n, &l) == 0) keep_lease(l);
+}
+
+// A weighted acquire that never sleeps past kMaxBriefUs: a deadline, or a
+// cancel fired before the call or from a point where the lock is not held
+// (firing takes it).
+void op_acquire_brief_n(Reader &r) {
+  uint32_t n = weight_of(r.u8());
+  uint8_t us = r.u8();
+  uint8_t f = r.u8();
+  if (!g.s) return;
+  timespec dl = brief_deadline(us);
+  shmsem_lease_t l;
+  int e;
+  if (f & kNCancelled) {
+    shmsem_cancel_t c;
+    shmsem_cancel_init(&c);
+    shmsem_cancel(&c);
+    e = shmsem_acquire_ex_n(g.s, n, nullptr, &c, 0, &l);
+  } else if (f & kNCancelLater) {
+    static constexpr HookPoint kFirePoints[] = {
+        HookPoint::ACQUIRE_ENQUEUED, HookPoint::WAIT_WOKEN,
+        HookPoint::WAIT_TIMEOUT_FIRED, HookPoint::WAIT_SLEEPING};
+    shmsem_cancel_init(&g.cancel);
+    g.fire_at = kFirePoints[(f >> 4) & 3];
+    g.fire_armed = true;
+    e = shmsem_acquire_ex_n(g.s, n, &dl, &g.cancel, 0, &l);
+    g.fire_armed = false;
+  } else if (f & kNUntil) {
+    e = shmsem_acquire_until_n(g.s, n, &dl, &l);
+  } else {
+    e = shmsem_acquire_ex_n(g.s, n, &dl, nullptr,
+                            (f & 8) ? SHMSEM_WAIT_INTERRUPTIBLE : 0, &l);
+  }
+  if (e == 0) keep_lease(l);
+}
+
+void op_declare_hold(Reader &r) {
+  uint8_t k = r.u8();
+  uint8_t what = r.u8();
+  uint8_t nsb = r.u8();
+  if (!g.s) return;
+  static constexpr uint64_t kHolds[] = {
+      0, 1, 999, 1'000'000'000ull, kMaxDeclaredNs, kMaxDeclaredNs + 1,
+      ~uint64_t{0}};
+  uint64_t ns = kHolds[nsb % (sizeof kHolds / sizeof kHolds[0])];
+  shmsem_lease_t l{};
+  if (!g.leases.empty() && !(what & 1)) {
+    l = g.leases[k % g.leases.size()];
+  } else {  // a made-up token that looks right: any record, its generation
+    l.sem = g.nonce;
+    l.index = k % g.permits;
+    const auto *rec = reinterpret_cast<const LeaseRecord *>(
+        g.map + g.geo.lease_off + l.index * sizeof(LeaseRecord));
+    l.gen = word_gen(rec->word.load(std::memory_order_relaxed));
+  }
+  if (what & 2) l.gen++;
+  shmsem_declare_hold(g.s, &l, ns);
+}
+
+// The lock-free path: a thread that releases the permit it took takes it
+// back through its lane next time (gate shut), and its release frees it
+// with one CAS. `count` rounds, the last lease kept if bit 7.
+void op_fast_cycle(Reader &r) {
+  uint8_t c = r.u8();
+  if (!g.s) return;
+  for (int i = 0; i <= (c & 7); i++) {
+    shmsem_lease_t l;
+    if (shmsem_try_acquire(g.s, &l) != 0) break;
+    if ((c & 0x80) && i == (c & 7)) {
+      keep_lease(l);
+      break;
+    }
+    shmsem_release(g.s, &l);
+  }
+}
+
+// The async waiter: started (and left queued across ops), polled,
+// cancelled; cancelled before the handle goes (a waiter left queued on a
+// detached handle is the caller's use after free, shmsem.h).
+void waiter_done(int e, const shmsem_lease_t &l) {
+  if (e == -EINPROGRESS) return;
+  g.waiter_queued = false;
+  if (e == 0) keep_lease(l);
+}
+
+void op_waiter_start(Reader &r) {
+  uint32_t n = weight_of(r.u8());
+  uint8_t us = r.u8();
+  if (!g.s || g.waiter_queued) return;
+  timespec dl = brief_deadline(us);
+  shmsem_lease_t l;
+  // us 0: no deadline (polls never block; cancelled at the latest at the
+  // end of the input).
+  int e = shmsem_waiter_start_n(g.s, &g.waiter, n, us ? &dl : nullptr, &l);
+  if (e == SHMSEM_QUEUED)
+    g.waiter_queued = true;
+  else if (e == 0)
+    keep_lease(l);
+}
+
+void op_waiter_poll() {
+  if (!g.waiter_queued) return;
+  shmsem_lease_t l;
+  waiter_done(shmsem_waiter_poll(&g.waiter, &l), l);
+}
+
+void waiter_cancel() {
+  if (!g.waiter_queued) return;
+  shmsem_lease_t l;
+  waiter_done(shmsem_waiter_cancel(&g.waiter, &l), l);
+  g.waiter_queued = false;
+}
+
+// SHMSEM_FUZZ_TRACE=1: each op and how long it took, on stderr (to read
+// what a finding's input does, or why one is slow).
+bool g_trace = false;
+const char *const kOpNames[] = {
+    "TryAcquire",   "AcquirePast",  "AcquireBrief", "AcquireCancelled",
+    "AcquireCancelLater", "Release", "ReleaseToken", "Shutdown",
+    "Recover",      "Check",        "Stat",         "Snapshot",
+    "PokeBytes",    "PokeField",    "PokeField64",  "AtHook",
+    "Reopen",       "ReadOnly",     "CreateExisting", "DeadLockHolder",
+    "TryAcquireN",  "AcquireBriefN", "SetPermits",  "DeclareHold",
+    "FastCycle",    "WaiterStart",  "WaiterPoll",   "WaiterCancel",
+    "PokeSym",      "AtHookSym"};
+static_assert(sizeof kOpNames / sizeof kOpNames[0] == kOpCount);
+
+void run_op_body(Reader &r, Op op);
+
 void run_op(Reader &r) {
   keep_lock_takeable();
+  Op op = Op(r.u8() % kOpCount);
+  if (!g_trace) return run_op_body(r, op);
+  uint64_t t0 = mono_now();
+  run_op_body(r, op);
+  fprintf(stderr, "segment_fuzz: %-18s %8.1f us\n", kOpNames[op],
+          double(mono_now() - t0) / 1000);
+}
+
+void run_op_body(Reader &r, Op op) {
   shmsem_lease_t l;
-  switch (Op(r.u8() % kOpCount)) {
+  switch (op) {
     case kTryAcquire:
       if (g.s && shmsem_try_acquire(g.s, &l) == 0) keep_lease(l);
       break;
@@ -518,6 +1012,7 @@ void run_op(Reader &r) {
     case kPokeField64: apply(read_field_poke(r, 8)); break;
     case kAtHook: op_at_hook(r); break;
     case kReopen:
+      waiter_cancel();
       shmsem_detach(g.s);
       g.s = nullptr;
       shmsem_open(g.name.c_str(), 0, &g.s);
@@ -525,6 +1020,24 @@ void run_op(Reader &r) {
     case kReadOnly: op_read_only(); break;
     case kCreateExisting: op_create_existing(r); break;
     case kDeadLockHolder: op_dead_lock_holder(r); break;
+    case kTryAcquireN: op_try_acquire_n(r); break;
+    case kAcquireBriefN: op_acquire_brief_n(r); break;
+    case kSetPermits: {
+      uint8_t v = r.u8();
+      if (g.s) shmsem_set_permits(g.s, v % (g.permits + 2));
+      break;
+    }
+    case kDeclareHold: op_declare_hold(r); break;
+    case kFastCycle: op_fast_cycle(r); break;
+    case kWaiterStart: op_waiter_start(r); break;
+    case kWaiterPoll: op_waiter_poll(); break;
+    case kWaiterCancel: waiter_cancel(); break;
+    case kPokeSym: {
+      SymPoke p = read_sym_poke(r);
+      apply_sym(p.field, p.idx, p.a);
+      break;
+    }
+    case kAtHookSym: op_at_hook_sym(r); break;
     default: break;
   }
 }
@@ -534,12 +1047,9 @@ void run_op(Reader &r) {
 // (munmap and unlink cost more than the rest of a typical input on a
 // virtual machine); each input rewrites every byte of it. Returns false if
 // it could not be made (a system limit, not a finding).
-constexpr size_t kMaxFile = 64 * 1024;  // > geometry(kMaxPermits, kMaxWaiters)
-static_assert(kMaxFile >= sizeof(Header) + kCoreOff + sizeof(Core) +
-                              kMaxPermits * sizeof(LeaseRecord) +
-                              kMaxWaiters * sizeof(WaiterSlot) +
-                              (kMaxPermits + kMaxWaiters) * sizeof(uint32_t) +
-                              kMinProcs * sizeof(ProcRecord));
+// At least geometry(kMaxPermits, kMaxWaiters).total_size (checked at
+// start: 168 KiB with layout version 8, most of it the lanes' hold times).
+constexpr size_t kMaxFile = 256 * 1024;
 
 bool open_file() {
   if (g.fd >= 0) return true;
@@ -575,6 +1085,17 @@ bool build_segment(const InputHeader &h, const uint8_t *image, size_t len) {
   if (g.size < sizeof(Header)) return true;
   auto *hdr = reinterpret_cast<Header *>(g.map);
   if (!raw) {
+    // Process records wholly past the image are as a fresh segment has
+    // them (FREE, no lane naming a lease): zero bytes there would each be
+    // a record in no state, and an image long enough to reach the end of
+    // the table is longer than -max_len.
+    for (uint32_t p = 0; p < g.geo.max_procs; p++) {
+      size_t off = g.geo.proc_off + p * sizeof(ProcRecord);
+      if (off < n) continue;
+      auto *rec = reinterpret_cast<ProcRecord *>(g.map + off);
+      rec->state.store(kProcFree, std::memory_order_relaxed);
+      for (Lane &ln : rec->lanes) ln.loose.store(kNone, std::memory_order_relaxed);
+    }
     hdr->magic = kMagic;
     hdr->layout_version = kLayoutVersion;
     hdr->total_size = g.geo.total_size;
@@ -583,6 +1104,10 @@ bool build_segment(const InputHeader &h, const uint8_t *image, size_t len) {
     hdr->lease_off = g.geo.lease_off;
     hdr->slot_off = g.geo.slot_off;
     hdr->used_off = g.geo.used_off;
+    hdr->proc_off = g.geo.proc_off;
+    hdr->declared_off = g.geo.declared_off;
+    hdr->hold_off = g.geo.hold_off;
+    hdr->max_procs = g.geo.max_procs;
     hdr->ready.store(kReady, std::memory_order_release);
   }
   switch (h.pidns % 4) {
@@ -604,7 +1129,46 @@ bool build_segment(const InputHeader &h, const uint8_t *image, size_t len) {
   return true;
 }
 
+// The invariant of issue 24: with the writer gone, a recover leaves a
+// segment that passes every check. Writes stop first (hook actions
+// disarmed), our async wait is withdrawn (a queued waiter of a live thread
+// is allowed to stay, but it is ours: the input ends here).
+void final_check() {
+  for (Pending &a : g.pending) a.armed = false;
+  g.fire_armed = false;
+  waiter_cancel();
+  if (!g.s || g_final == kFinalOff) return;
+  keep_lock_takeable();
+  const auto *core = reinterpret_cast<const Core *>(g.map + kCoreOff);
+  const uint64_t repairs = core->repairs.load(std::memory_order_relaxed);
+  const uint64_t t0 = mono_now();
+  int rec = shmsem_recover(g.s);
+  if (g_trace)
+    fprintf(stderr, "segment_fuzz: final recover %d, %.1f us\n", rec,
+            double(mono_now() - t0) / 1000);
+  if (rec < 0) return;  // -EXDEV, -EBADF: nothing was recovered
+  if (g_final == kFinalIfRepaired &&
+      core->repairs.load(std::memory_order_relaxed) == repairs)
+    return;
+  char msg[160];
+  int e = shmsem::detail::check(g.s, msg, sizeof msg);
+  if (e != -EUCLEAN) return;
+  for (size_t i = 0; i < g_known.size(); i++) {
+    if (strncmp(msg, g_known[i].c_str(), g_known[i].size()) != 0) continue;
+    if (!g_known_seen[i])
+      fprintf(stderr, "segment_fuzz: known, not aborted on: %s\n", msg);
+    g_known_seen[i] = true;
+    return;
+  }
+  fprintf(stderr,
+          "==%d== ERROR: shmsem fuzz: shmsem_check after shmsem_recover "
+          "(the writer stopped): %s\n",
+          int(getpid()), msg);
+  abort();
+}
+
 void finish_input() {
+  final_check();
   for (Pending &a : g.pending) a.armed = false;
   g.fire_armed = false;
   shmsem_detach(g.s);
@@ -642,6 +1206,25 @@ void remove_stale_segments() {
 }  // namespace
 
 extern "C" int LLVMFuzzerInitialize(int *, char ***) {
+  if (geometry(kMaxPermits, kMaxWaiters).total_size > kMaxFile) {
+    fprintf(stderr, "segment_fuzz: kMaxFile is below the largest segment\n");
+    abort();
+  }
+  if (const char *f = getenv("SHMSEM_FUZZ_FINAL")) {
+    if (!strcmp(f, "off")) g_final = kFinalOff;
+    else if (!strcmp(f, "repaired")) g_final = kFinalIfRepaired;
+  }
+  g_trace = getenv("SHMSEM_FUZZ_TRACE") != nullptr;
+  if (const char *k = getenv("SHMSEM_FUZZ_KNOWN")) {
+    std::string all = k;
+    for (size_t at = 0; at <= all.size();) {
+      size_t bar = all.find('|', at);
+      if (bar == std::string::npos) bar = all.size();
+      if (bar > at) g_known.push_back(all.substr(at, bar - at));
+      at = bar + 1;
+    }
+    g_known_seen.assign(g_known.size(), false);
+  }
   g.name = "/shmsem-fuzz-" + std::to_string(getpid());
   g.pidns = pidns_inode();
   // Brief deadlines should be brief: futex timeouts get 50 us of slack

@@ -20,29 +20,6 @@ namespace {
 
 constexpr uint64_t kMs = 1'000'000;
 
-shmsem_config rated(uint32_t permits, uint32_t rate, uint32_t burst,
-                    uint64_t period_ns = 0) {
-  shmsem_config c{};
-  c.permits = permits;
-  c.rate = rate;
-  c.burst = burst;
-  c.rate_period_ns = period_ns;
-  return c;
-}
-
-
-
-// Takes one permit with try_acquire and gives it straight back: 0, or
-// -EAGAIN when the bucket is empty.
-int take_token(shmsem_t *s) {
-  shmsem_lease_t l;
-  int r = shmsem_try_acquire(s, &l);
-  if (r == 0) {
-    EXPECT_EQ(shmsem_release(s, &l), 0);
-  }
-  return r;
-}
-
 TEST(Rate, ScheduleOfStartsForRateAndBurstOnTheManualClock) {
   ManualClock clock;
   Segment seg(rated(100, 10, 3));  // 10/s: one every 100 ms, 3 at once

@@ -401,24 +401,6 @@ TEST(Untrusted, RetiringCounterAboveTheGeometryIsRepaired) {
 
 // --- 6. the rate state ---------------------------------------------------------
 
-shmsem_config rated(uint32_t permits, uint32_t rate, uint32_t burst) {
-  shmsem_config c{};
-  c.permits = permits;
-  c.rate = rate;
-  c.burst = burst;
-  return c;
-}
-
-// One try_acquire, its permit given straight back: 0, or its error.
-int take_token(shmsem_t *s) {
-  shmsem_lease_t l;
-  int r = shmsem_try_acquire(s, &l);
-  if (r == 0) {
-    EXPECT_EQ(shmsem_release(s, &l), 0);
-  }
-  return r;
-}
-
 // rate_tat_ns = 2^64 - 1, written once, stopped every acquisition for good:
 // the clamp in rate.h was recomputed from "now" at each read and never
 // stored. The trust model: a writer stops it for no more than a burst

@@ -66,4 +66,23 @@ bool waiting_is(shmsem_t *s, uint32_t n) {
   return wait_until([&] { return counts(s).waiting == n; });
 }
 
+shmsem_config rated(uint32_t permits, uint32_t rate, uint32_t burst,
+                    uint64_t period_ns) {
+  shmsem_config c{};
+  c.permits = permits;
+  c.rate = rate;
+  c.burst = burst;
+  c.rate_period_ns = period_ns;
+  return c;
+}
+
+int take_token(shmsem_t *s) {
+  shmsem_lease_t l;
+  int r = shmsem_try_acquire(s, &l);
+  if (r == 0) {
+    EXPECT_EQ(shmsem_release(s, &l), 0);
+  }
+  return r;
+}
+
 }  // namespace shmsem::test

@@ -49,6 +49,16 @@ struct shmsem_stat stat_of(shmsem_t *s);
 // waiting on an observable state, never for ordering a race.
 bool waiting_is(shmsem_t *s, uint32_t n);
 
+// A configuration of `permits` with a rate limit: `rate` per period (a
+// second if 0), `burst` at once.
+shmsem_config rated(uint32_t permits, uint32_t rate, uint32_t burst,
+                    uint64_t period_ns = 0);
+
+// Takes one permit with try_acquire and gives it straight back (a gtest
+// failure if the release fails): 0, or the try's error (-EAGAIN when the
+// bucket is empty).
+int take_token(shmsem_t *s);
+
 }  // namespace shmsem::test
 
 #define EXPECT_INVARIANTS(s) \

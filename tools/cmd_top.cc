@@ -238,11 +238,13 @@ uint64_t mono_ns() { return now_ns(CLOCK_MONOTONIC); }
 
 int run_top(const TopOptions &o) {
   // The semaphores named must exist when we start; one that disappears
-  // later shows its error in its header line.
+  // later shows its error in its header line. Without names, every
+  // semaphore found is shown, a damaged one with its error (another
+  // user's damage is no reason to show nothing).
   std::vector<PoolSample> prev;
   std::vector<PoolSample> cur = sample_pools(o, prev);
   for (const PoolSample &p : cur)
-    if (p.error) {
+    if (p.error && !o.names.empty()) {
       report_error("top", p.name, p.error);
       return exit_code_for(p.error);
     }

@@ -12,6 +12,7 @@
 #include "cancelstate.h"
 #include "capacity.h"
 #include "check.h"
+#include "clock.h"
 #include "deathwatch.h"
 #include "declare.h"
 #include "fastpath.h"
@@ -119,6 +120,34 @@ SHMSEM_API int shmsem_acquire_until(shmsem_t *s, const struct timespec *deadline
   if (!deadline) return -EINVAL;
   if (foreign_pidns(s)) return -EXDEV;
   return d::acquire(s, 1, deadline, nullptr, 0, lease);
+}
+
+namespace {
+
+// A relative timeout as the absolute deadline acquire() takes: from one
+// read of the monotonic clock (the tests' manual clock when installed);
+// past what 64-bit nanoseconds hold, no deadline ("never").
+int acquire_for(shmsem_t *s, uint32_t n, uint64_t timeout_ns,
+                shmsem_lease_t *lease) {
+  if (foreign_pidns(s)) return -EXDEV;
+  const uint64_t now = d::mono_ns();
+  if (timeout_ns > UINT64_MAX - now)
+    return d::acquire(s, n, nullptr, nullptr, 0, lease);
+  const struct timespec deadline = d::ns_to_ts(now + timeout_ns);
+  return d::acquire(s, n, &deadline, nullptr, 0, lease);
+}
+
+}  // namespace
+
+SHMSEM_API int shmsem_acquire_for(shmsem_t *s, uint64_t timeout_ns,
+                                  shmsem_lease_t *lease) {
+  return acquire_for(s, 1, timeout_ns, lease);
+}
+
+SHMSEM_API int shmsem_acquire_for_n(shmsem_t *s, uint32_t n,
+                                    uint64_t timeout_ns,
+                                    shmsem_lease_t *lease) {
+  return acquire_for(s, n, timeout_ns, lease);
 }
 
 SHMSEM_API int shmsem_acquire_ex(shmsem_t *s, const struct timespec *deadline,

@@ -151,6 +151,7 @@ struct State {
   int depth = 0;
   shmsem_waiter_t waiter;  // the async waiter (kWaiterStart)
   bool waiter_queued = false;
+  uint32_t snapshots = 0;  // kSnapshot ops run in this input
 };
 State g;
 
@@ -701,31 +702,42 @@ void inspect_through(shmsem_t *s, uint32_t room) {
 }
 
 // The op takes no argument (the script format and the corpus stay as they
-// were): every way, with short buffers through the read-only mapping.
+// were): one way per call, in turn within an input (each costs a few
+// hundred microseconds under the sanitizers: owners judged, the file
+// mapped or read): the writable handle, a read-only mapping with short
+// buffers, a SHMSEM_SNAPSHOT copy.
 //
-// A lock word naming a (dead) holder is taken over first: shmsem_inspect
-// through a writable handle waits 50 ms for such a holder to go before it
-// reads without the lock (a monitor must not hang on a stopped holder),
-// and the fuzzer would spend most of its time there (inspect_test covers
-// that wait).
+// Through the writable handle, a lock word naming a (dead) holder is
+// taken over first: shmsem_inspect waits 50 ms for such a holder to go
+// before it reads without the lock (a monitor must not hang on a stopped
+// holder), and the fuzzer would spend most of its time there
+// (inspect_test covers that wait).
 void op_snapshot() {
-  if (g.s && g.size >= kCoreOff + sizeof(uint32_t) &&
-      (reinterpret_cast<Core *>(g.map + kCoreOff)
-           ->lock_word.load(std::memory_order_relaxed) &
-       kLockTidMask)) {
-    struct shmsem_stat st;
-    shmsem_stat(g.s, &st);
-  }
-  inspect_through(g.s, ~0u);
-  shmsem_t *ro = nullptr;
-  if (shmsem_open(g.name.c_str(), SHMSEM_RDONLY, &ro) == 0) {
-    inspect_through(ro, 1);
-    shmsem_detach(ro);
-  }
-  shmsem_t *copy = nullptr;  // as `shmsem status` reads it
-  if (shmsem_open(g.name.c_str(), SHMSEM_SNAPSHOT, &copy) == 0) {
-    inspect_through(copy, ~0u);
-    shmsem_detach(copy);
+  switch (g.snapshots++ % 3) {
+    case 0:
+      if (g.s && (reinterpret_cast<Core *>(g.map + kCoreOff)
+                      ->lock_word.load(std::memory_order_relaxed) &
+                  kLockTidMask)) {
+        struct shmsem_stat st;
+        shmsem_stat(g.s, &st);
+      }
+      inspect_through(g.s, ~0u);
+      break;
+    case 1: {
+      shmsem_t *ro = nullptr;
+      if (shmsem_open(g.name.c_str(), SHMSEM_RDONLY, &ro) == 0) {
+        inspect_through(ro, 1);
+        shmsem_detach(ro);
+      }
+      break;
+    }
+    default: {
+      shmsem_t *copy = nullptr;  // as `shmsem status` reads it
+      if (shmsem_open(g.name.c_str(), SHMSEM_SNAPSHOT, &copy) == 0) {
+        inspect_through(copy, ~0u);
+        shmsem_detach(copy);
+      }
+    }
   }
 }
 
@@ -1176,6 +1188,7 @@ void finish_input() {
   g.leases.clear();
   g.size = 0;
   g.dead_lock_used = false;
+  g.snapshots = 0;
 }
 
 void remove_file() {

@@ -126,6 +126,17 @@ typedef struct shmsem_lease {
 	uint32_t __reserved; /* 0 */
 } shmsem_lease_t;
 
+/* The resource a lease names: an index in [0, max_permits) that no other
+ * lease of the same semaphore has while this one is held (a lease of n
+ * permits holds n such indices; this is the first of them). Stable for the
+ * life of the lease: map it to "connection i", "GPU i", "licence slot i".
+ * Another lease granted after this one is released may get the same index.
+ * A plain read of the token: no system call, no lock, valid on any copy. */
+static inline uint32_t shmsem_lease_resource(const shmsem_lease_t *lease)
+{
+	return lease->index;
+}
+
 /* Defaults used when a config field is 0. */
 #define SHMSEM_DEFAULT_MAX_WAITERS 1024u
 #define SHMSEM_DEFAULT_MODE 0600u
@@ -227,7 +238,10 @@ int shmsem_acquire(shmsem_t *s, shmsem_lease_t *lease);
  * Errors: -EAGAIN no permit now; -ESHUTDOWN; -EBADF. */
 int shmsem_try_acquire(shmsem_t *s, shmsem_lease_t *lease);
 
-/* As shmsem_acquire, giving up at the absolute CLOCK_MONOTONIC `deadline`.
+/* As shmsem_acquire, giving up at the absolute CLOCK_MONOTONIC `deadline`
+ * (not CLOCK_REALTIME: a time of day read by mistake is about 56 years from
+ * now on the monotonic clock, so such a wait never ends; for a relative
+ * timeout use shmsem_acquire_for).
  * If a grant and the deadline race, the grant wins and 0 is returned.
  * A wait for the internal lock held by another process (stopped, or never
  * letting go) ends at the deadline too, but lasts at least 100 ms (1 s
@@ -239,6 +253,13 @@ int shmsem_try_acquire(shmsem_t *s, shmsem_lease_t *lease);
  * [0, 999999999] or tv_sec < 0); and those of shmsem_acquire. */
 int shmsem_acquire_until(shmsem_t *s, const struct timespec *deadline,
 			 shmsem_lease_t *lease);
+
+/* As shmsem_acquire_until, with a relative timeout: gives up `timeout_ns`
+ * nanoseconds from now (CLOCK_MONOTONIC, read once at the call). 0 means
+ * "try now" (as shmsem_try_acquire, but a timeout is -ETIMEDOUT); a timeout
+ * past what 64-bit nanoseconds can represent from now means "never".
+ * Errors: those of shmsem_acquire_until. */
+int shmsem_acquire_for(shmsem_t *s, uint64_t timeout_ns, shmsem_lease_t *lease);
 
 /*
  * Cancellation handle: lets another thread of the same process cancel a
@@ -295,6 +316,8 @@ int shmsem_try_acquire_n(shmsem_t *s, uint32_t n, shmsem_lease_t *lease);
 int shmsem_acquire_until_n(shmsem_t *s, uint32_t n,
 			   const struct timespec *deadline,
 			   shmsem_lease_t *lease);
+int shmsem_acquire_for_n(shmsem_t *s, uint32_t n, uint64_t timeout_ns,
+			 shmsem_lease_t *lease);
 int shmsem_acquire_ex_n(shmsem_t *s, uint32_t n,
 			const struct timespec *deadline,
 			shmsem_cancel_t *cancel, unsigned flags,

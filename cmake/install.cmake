@@ -34,13 +34,20 @@ endif()
 
 # Man pages: the sources in man/ carry @PROJECT_VERSION@ in their .TH line;
 # they are generated into ${PROJECT_BINARY_DIR}/man/man<N>/ (the installed
-# layout, so ".so man3/x.3" links resolve there too, as tests/cli checks).
+# layout). A source that only names another (".so man3/x.3", one page for a
+# family) is generated as a copy of that page: `man -l` on a ".so" page
+# resolves the name against the current directory, not the manual's root,
+# and fails anywhere but there.
 file(GLOB SHMSEM_MAN_SOURCES CONFIGURE_DEPENDS
      ${PROJECT_SOURCE_DIR}/man/*.1 ${PROJECT_SOURCE_DIR}/man/*.3
      ${PROJECT_SOURCE_DIR}/man/*.7)
 foreach(page IN LISTS SHMSEM_MAN_SOURCES)
   get_filename_component(page_name ${page} NAME)
   string(REGEX REPLACE "^.*\\.([0-9])$" "\\1" section ${page_name})
+  file(READ ${page} page_text)
+  if(page_text MATCHES "^\\.so man[0-9]/([^\n]+)\n?$")
+    set(page ${PROJECT_SOURCE_DIR}/man/${CMAKE_MATCH_1})
+  endif()
   configure_file(${page} ${PROJECT_BINARY_DIR}/man/man${section}/${page_name} @ONLY)
   install(FILES ${PROJECT_BINARY_DIR}/man/man${section}/${page_name}
           DESTINATION ${CMAKE_INSTALL_MANDIR}/man${section} COMPONENT doc)

@@ -14,6 +14,7 @@
 
 #include <cstring>
 #include <stdexcept>
+#include <vector>
 
 #include "layout.h"
 #include "support/segment.h"
@@ -180,6 +181,36 @@ TEST(Lease, UncontendedAcquireAndRelease) {
   struct shmsem_stat st;
   shmsem_stat(s, &st);
   EXPECT_EQ(st.acquisitions, 2u);
+}
+
+// shmsem_lease_resource: the leases held at once name distinct indices
+// below max_permits (a weighted lease: n of them, the first named), and an
+// index comes back into use only after its lease is released.
+TEST(Lease, LeasesHeldAtOnceNameDistinctResources) {
+  shmsem_config cfg{};
+  cfg.permits = 6;
+  Segment seg(cfg);
+  shmsem_t *s = seg.get();
+  shmsem_lease_t one[3], three;
+  std::vector<bool> named(6, false);
+  for (shmsem_lease_t &l : one) {
+    ASSERT_EQ(shmsem_acquire(s, &l), 0);
+    uint32_t i = shmsem_lease_resource(&l);
+    ASSERT_LT(i, 6u);
+    EXPECT_FALSE(named[i]) << i;
+    named[i] = true;
+  }
+  ASSERT_EQ(shmsem_acquire_n(s, 3, &three), 0);
+  uint32_t i = shmsem_lease_resource(&three);
+  ASSERT_LT(i, 6u);
+  EXPECT_FALSE(named[i]) << i;
+  EXPECT_EQ(shmsem_release(s, &one[1]), 0);
+  shmsem_lease_t again;
+  ASSERT_EQ(shmsem_acquire(s, &again), 0);
+  EXPECT_EQ(shmsem_lease_resource(&again), shmsem_lease_resource(&one[1]));
+  for (shmsem_lease_t *l : {&one[0], &one[2], &three, &again})
+    EXPECT_EQ(shmsem_release(s, l), 0);
+  EXPECT_INVARIANTS(s);
 }
 
 TEST(Lease, DuplicateReleaseIsEalreadyAndChangesNothing) {

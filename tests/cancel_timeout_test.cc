@@ -23,6 +23,50 @@ constexpr uint64_t kMs = 1'000'000;
 
 
 
+// A relative timeout is measured from the call, on the monotonic clock
+// (the manual one here): 5 ms after it, not before, the wait ends.
+TEST(Timeout, AcquireForEndsItsTimeoutAfterTheCall) {
+  Segment seg(2);
+  shmsem_t *s = seg.get();
+  ManualClock clock;
+  shmsem_lease_t held;
+  ASSERT_EQ(shmsem_acquire_n(s, 2, &held), 0);
+  WaiterThread w;
+  w.start(1, [&](shmsem_lease_t *l) { return shmsem_acquire_for(s, 5 * kMs, l); });
+  ASSERT_TRUE(waiting_is(s, 1));
+  clock.advance(4 * kMs);
+  EXPECT_FALSE(w.done.load());  // not yet: 1 ms to go (it polls every 1 ms)
+  EXPECT_COUNTS(s, 0, 2, 0, 1);
+  clock.advance(2 * kMs);
+  w.join();
+  EXPECT_EQ(w.result, -ETIMEDOUT);
+  EXPECT_COUNTS(s, 0, 2, 0, 0);
+  EXPECT_EQ(shmsem_release(s, &held), 0);
+  EXPECT_INVARIANTS(s);
+}
+
+// The weighted form, a timeout of 0 ("try now"), and one too long for
+// 64-bit nanoseconds ("never": granted by the next release).
+TEST(Timeout, AcquireForNZeroTriesNowAndHugeWaitsForTheGrant) {
+  Segment seg(2);
+  shmsem_t *s = seg.get();
+  shmsem_lease_t held, l;
+  ASSERT_EQ(shmsem_acquire_for_n(s, 2, 0, &held), 0);
+  EXPECT_EQ(shmsem_acquire_for(s, 0, &l), -ETIMEDOUT);
+  EXPECT_EQ(shmsem_acquire_for_n(s, 3, 1, &l), -EINVAL);
+  WaiterThread w;
+  w.start(1, [&](shmsem_lease_t *out) {
+    return shmsem_acquire_for_n(s, 2, UINT64_MAX, out);
+  });
+  ASSERT_TRUE(waiting_is(s, 1));
+  EXPECT_EQ(shmsem_release(s, &held), 0);
+  w.join();
+  EXPECT_EQ(w.result, 0);
+  EXPECT_COUNTS(s, 0, 2, 0, 0);
+  EXPECT_EQ(shmsem_release(s, &w.lease), 0);
+  EXPECT_INVARIANTS(s);
+}
+
 TEST(Timeout, GrantWinsOverAFiredTimeoutAndTheCallerOwnsTheLease) {
   Segment seg(1);
   shmsem_t *s = seg.get();

@@ -283,13 +283,18 @@ TEST(Inspect, ShortBuffersAreEnobufsWithTheCounts) {
   EXPECT_EQ(h[0].pid, getpid());
   EXPECT_EQ(w[0].position, 1u);
   EXPECT_NE(in.oldest_wait_since_ns, 0u);
-  // Only the holders short; none asked for at all.
+  // The waiters alone (no holders asked for) are not short while anyone
+  // holds: a kind with a maximum of 0 is only counted. (It was -ENOBUFS.)
   struct shmsem_waiter_info w2[2];
-  EXPECT_EQ(shmsem_inspect(seg.get(), &in, nullptr, 0, w2, 2), -ENOBUFS);
+  EXPECT_EQ(shmsem_inspect(seg.get(), &in, nullptr, 0, w2, 2), 0);
   EXPECT_EQ(in.nholders, 3u);
   EXPECT_EQ(w2[1].position, 2u);
-  // Big enough.
+  // And the holders alone while two wait.
+  EXPECT_EQ(shmsem_inspect(seg.get(), &in, h, 1, nullptr, 0), -ENOBUFS);
   struct shmsem_holder h3[3];
+  EXPECT_EQ(shmsem_inspect(seg.get(), &in, h3, 3, nullptr, 0), 0);
+  EXPECT_EQ(in.nwaiters, 2u);
+  // Big enough.
   EXPECT_EQ(shmsem_inspect(seg.get(), &in, h3, 3, w2, 2), 0);
   // A NULL buffer with room claimed, or no output: -EINVAL.
   EXPECT_EQ(shmsem_inspect(seg.get(), &in, nullptr, 1, w2, 2), -EINVAL);

@@ -390,8 +390,10 @@ int inspect(shmsem_t *s, struct shmsem_inspection *out,
       st.reserved > s->permits || st.retiring > s->permits ||
       st.waiting > s->max_waiters || st.closed > 1)
     return -EUCLEAN;
-  if ((max_holders || max_waiters) &&
-      (sc.holders.size() > max_holders || sc.waiters.size() > max_waiters))
+  // Only a kind the caller asked for (a non-zero maximum) can be short:
+  // asking for the waiters alone is not an error while anyone holds.
+  if ((max_holders && sc.holders.size() > max_holders) ||
+      (max_waiters && sc.waiters.size() > max_waiters))
     return -ENOBUFS;
   return 0;
 }

@@ -51,6 +51,22 @@ PagesRenderWithoutWarnings() {
 	echo "$n pages render cleanly"
 }
 
+# `man -l` resolves a ".so man3/x.3" page against the current directory, so
+# a page that only named another failed anywhere but at the manual's root.
+# The generated pages (what is installed) are whole pages: each opens with
+# `man -l` from any directory.
+EveryPageOpensWithManDashLFromAnywhere() {
+	local page out bad=0
+	command -v man >/dev/null || skip "man (man-db) is not installed"
+	cd /
+	for page in "$MANDIR"/man1/*.1 "$MANDIR"/man3/*.3 "$MANDIR"/man7/*.7; do
+		grep -q '^\.so ' "$page" && { echo "$page: a .so link" >&2; bad=1; }
+		out=$(LC_ALL=C.UTF-8 MANWIDTH=80 man -l "$page" 2>&1 >/dev/null)
+		[[ -z $out ]] || { echo "$page: $out" >&2; bad=1; }
+	done
+	((bad == 0)) || fail "pages that man -l cannot open from /"
+}
+
 case=${1:?usage: man_test.sh <Case> <lib> <mandir>}
 declare -F "$case" >/dev/null || fail "no test case $case"
 "$case"

@@ -122,8 +122,10 @@ struct shmsem_inspection {
  *
  * Returns 0; -ENOBUFS if more holders or waiters exist than fit in
  * buffers that were given (the buffers hold the first ones, out->nholders
- * and out->nwaiters the numbers needed, and everything else is filled in;
- * with both maxima 0 the call only counts, and returns 0); -EINVAL a NULL
+ * and out->nwaiters the numbers needed, and everything else is filled in).
+ * A kind asked for with a maximum of 0 is only counted, never short: the
+ * waiters alone (holders NULL, 0) come back with 0 however many hold, and
+ * with both maxima 0 the call only counts; -EINVAL a NULL
  * `s` or `out`, or a NULL buffer with a non-zero maximum; -EUCLEAN a
  * counter read is beyond what the geometry allows (a damaged segment;
  * everything is still filled in; shmsem_check tells more); -EXDEV a

@@ -33,8 +33,9 @@
  * spurious CQE when the slot's word is next woken, and takes no wake-up
  * from anyone else (the library wakes every sleeper on a slot word).
  *
- * Each queued waiter costs our shmsem_waiter_t (96 bytes), its slot in the
- * segment (132 bytes, part of max_waiters), and in the kernel two requests
+ * Each queued waiter costs our shmsem_waiter_t (96 bytes), 132 bytes of the
+ * segment (its 128-byte slot and its entry in the array of slots in use;
+ * one of max_waiters), and in the kernel two requests
  * (the futex wait and its linked timeout, about 800 bytes of slab
  * together, bench/RESULTS.md) while the wait is submitted. Each linked
  * timeout that fires makes the kernel walk the ring's pending futex waits,
@@ -45,10 +46,14 @@
 #ifndef SHMSEM_URING_H
 #define SHMSEM_URING_H
 
+/* liburing.h first: it sets the feature macros it needs (_GNU_SOURCE, for
+ * sigset_t among others), which take effect only before the first system
+ * header. A program that includes a system header before this one must
+ * do the same (define _GNU_SOURCE, or include <liburing.h> first). */
+#include <liburing.h>
+
 #include <errno.h>
 #include <stdint.h>
-
-#include <liburing.h>
 
 #include <shmsem/shmsem.h>
 

@@ -590,5 +590,68 @@ TEST(Untrusted, InspectOfAHolderBeyondTheProcessTableDoesNotHideIt) {
   EXPECT_COUNTS(s, 2, 0, 0, 0);
 }
 
+// --- from the adversarial pass ---------------------------------------------
+
+// A pid that names no process now: a child that has exited and been reaped.
+pid_t exited_pid() {
+  Children kids;
+  pid_t p = kids.spawn([] { return 0; });
+  EXPECT_EQ(kids.wait(p), 0);
+  return p;
+}
+
+// One write made this process's record look dead; reclamation freed it
+// and another process (which then exited) took it. This process kept
+// acquiring lock-free under the record, now the other's: once that one
+// was found dead, a recover passed our permit on while we held it, and a
+// third process held the one permit with us. The record is checked at
+// every lock-free step; the locked path registers the process again.
+TEST(Untrusted, ProcessRecordTakenOverByAnotherIsNotUsedLockFree) {
+  Segment seg(1);
+  shmsem_t *s = seg.get();
+  shmsem_lease_t l;
+  ASSERT_EQ(shmsem_acquire(s, &l), 0);  // registers our record
+  ASSERT_EQ(shmsem_release(s, &l), 0);
+  const uint32_t mine = s->fast_proc.load();
+  ASSERT_LT(mine, s->max_procs);
+  s->procs[mine].owner.pid = exited_pid();  // the writer, once
+  EXPECT_GE(shmsem_recover(s), 0);          // frees our record
+  ASSERT_EQ(s->procs[mine].state.load(), detail::kProcFree);
+  in_child([&] {  // another process takes the record, then exits
+    shmsem_t *c = seg.open_again();
+    shmsem_lease_t x;
+    if (shmsem_acquire(c, &x) != 0 || shmsem_release(c, &x) != 0) return 1;
+    return c->fast_proc.load() == mine ? 0 : 2;
+  });
+  ASSERT_EQ(shmsem_acquire(s, &l), 0);
+  EXPECT_NE(s->fast_proc.load(), mine) << "still under the other's record";
+  in_child([&] {  // a third: after a recover, the one permit is still ours
+    shmsem_t *d = seg.open_again();
+    if (shmsem_recover(d) < 0) return 1;
+    shmsem_lease_t y;
+    int r = shmsem_try_acquire(d, &y);
+    return r == -EAGAIN ? 0 : 10 + (r == 0);
+  });
+  EXPECT_EQ(shmsem_release(s, &l), 0);
+  EXPECT_INVARIANTS(s);
+}
+
+// A slot the writer made WAITING, its owner all zeros (pid 0 names no
+// process), became the head and took the permits for ever: pid 0 was
+// "unknown", which counts as alive. It names nobody: reclaimed, and after
+// a recover every permit can be taken again.
+TEST(Untrusted, ForgedWaiterNamingNoProcessIsReclaimed) {
+  Segment seg(2, 8);
+  shmsem_t *s = seg.get();
+  s->slots[5].word.store(detail::kSlotWaiting);  // never used: owner zeros
+  s->slots[5].weight = 2;
+  EXPECT_GE(shmsem_recover(s), 0);
+  EXPECT_INVARIANTS(s);
+  EXPECT_COUNTS(s, 2, 0, 0, 0);
+  shmsem_lease_t both;
+  EXPECT_EQ(shmsem_try_acquire_n(s, 2, &both), 0);
+  EXPECT_EQ(shmsem_release(s, &both), 0);
+}
+
 }  // namespace
 }  // namespace shmsem::test

@@ -273,7 +273,13 @@ SHMSEM_API int shmsem_recover(shmsem_t *s) {
   if (r >= 0) r += d::recover_unnamed_loose(s);
   // And whatever else a writer left broken is rebuilt from the records:
   // after a recover, shmsem_check returns 0 (docs/DESIGN.md §7a).
-  if (r >= 0) (void)d::check_and_repair(s);
+  // A repair may have put records in use that the pass above could not
+  // see (a slot a writer made WAITING, missing from the in-use array): one
+  // more pass judges their owners.
+  if (r >= 0 && d::check_and_repair(s)) {
+    const int again = d::reclaim(s, nullptr);
+    if (again > 0) r += again;
+  }
   return r;
 }
 

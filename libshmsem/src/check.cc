@@ -285,8 +285,9 @@ int check_locked(shmsem_t *s, char *msg, size_t len) {
 
 int check_and_repair(shmsem_t *s) {
   LockGuard guard(s);
-  if (check_locked(s, nullptr, 0) != 0) repair(s);
-  return 0;
+  if (check_locked(s, nullptr, 0) == 0) return 0;
+  repair(s);
+  return 1;
 }
 
 int check(shmsem_t *s, char *msg, size_t len) {

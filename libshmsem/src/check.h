@@ -11,7 +11,8 @@ namespace shmsem::detail {
 int check(shmsem_t *s, char *msg, size_t len);
 int check_locked(shmsem_t *s, char *msg, size_t len);
 // Takes the lock; if any invariant is broken, repairs (recovery.h), after
-// which check() returns 0 (shmsem_recover's last step). Returns 0.
+// which check() returns 0 (shmsem_recover's last step). Returns 1 if it
+// repaired, else 0.
 int check_and_repair(shmsem_t *s);
 
 }  // namespace shmsem::detail

@@ -138,8 +138,18 @@ int take_lane_slow(int32_t pid) {
 
 uint32_t self_proc(shmsem_t *s) {
   const Owner me = self_owner();
-  if (s->fast_pid.load(std::memory_order_relaxed) == me.pid)
-    return s->fast_proc.load(std::memory_order_relaxed);
+  if (s->fast_pid.load(std::memory_order_relaxed) == me.pid) {
+    // Still ours? Reclamation frees a record whose process it proved dead,
+    // and a writer can make a live one look dead: then the record may be
+    // free, or another process's now, and ours must be found again
+    // (leases taken under another's record would be reclaimed when that
+    // one dies). No record at all (kNoProc) stays so for this process.
+    const uint32_t p = s->fast_proc.load(std::memory_order_relaxed);
+    if (p >= s->max_procs ||
+        (s->procs[p].state.load(std::memory_order_relaxed) == kProcUsed &&
+         same_process(s->procs[p].owner, me)))
+      return p;
+  }
   Core *c = s->core;
   uint32_t found = kNoProc, free_rec = kNoProc;
   for (uint32_t p = 0; p < s->max_procs; p++) {

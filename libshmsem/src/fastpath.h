@@ -87,6 +87,14 @@ inline bool fast_ctx(shmsem_t *s, Fast *f) {
   if (s->fast_pid.load(std::memory_order_acquire) != pid) return false;
   uint32_t p = s->fast_proc.load(std::memory_order_relaxed);
   if (p >= s->max_procs) return false;
+  // The record is still ours (in use, naming our pid): reclamation may
+  // have freed it (a writer can make us look dead) and another process
+  // taken it; then the locked path registers us again (self_proc). One
+  // read of a line nobody writes while we live.
+  const ProcRecord &pr = s->procs[p];
+  if (pr.state.load(std::memory_order_relaxed) != kProcUsed ||
+      __atomic_load_n(&pr.owner.pid, __ATOMIC_RELAXED) != pid)
+    return false;
   int lane = self_lane(pid);
   if (lane < 0) return false;
   f->proc = p;

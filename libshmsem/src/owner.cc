@@ -245,7 +245,12 @@ Verdict pinned_verdict(int fd, const Owner &o) {
 }  // namespace
 
 Verdict process_verdict(const Owner &o) {
-  if (o.pid <= 0) return Verdict::kUnknown;  // not a record we can judge
+  // No process has a pid of 0 or below (0 is the kernel's idle task): a
+  // record naming one was never written by an owner (every owner records
+  // its pid before its commit), only by a writer of the segment or as all
+  // zeros. Nobody holds it: dead, so that reclamation frees it (a forged
+  // WAITING slot with a zero owner held the head of the queue for ever).
+  if (o.pid <= 0) return Verdict::kDead;
   const Self &me = self();
   if (o.pid == me.owner.pid) {
     // Our own pid: us, unless the record names an earlier process.

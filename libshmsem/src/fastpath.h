@@ -87,14 +87,6 @@ inline bool fast_ctx(shmsem_t *s, Fast *f) {
   if (s->fast_pid.load(std::memory_order_acquire) != pid) return false;
   uint32_t p = s->fast_proc.load(std::memory_order_relaxed);
   if (p >= s->max_procs) return false;
-  // The record is still ours (in use, naming our pid): reclamation may
-  // have freed it (a writer can make us look dead) and another process
-  // taken it; then the locked path registers us again (self_proc). One
-  // read of a line nobody writes while we live.
-  const ProcRecord &pr = s->procs[p];
-  if (pr.state.load(std::memory_order_relaxed) != kProcUsed ||
-      __atomic_load_n(&pr.owner.pid, __ATOMIC_RELAXED) != pid)
-    return false;
   int lane = self_lane(pid);
   if (lane < 0) return false;
   f->proc = p;
@@ -118,9 +110,22 @@ __attribute__((cold, noinline)) int fast_take_other(shmsem_t *s,
                                                     shmsem_lease_t *lease);
 
 // 0 and *lease filled, or 1: take the locked path.
+// The record is still ours (in use, naming our pid): reclamation may have
+// freed it (a writer can make a live process look dead) and another process
+// taken it; then the locked path registers us again (self_proc), so no
+// lease of ours is ever taken under another's record. One read of a line
+// nobody writes while we live. (A release needs no such check: its CAS
+// fails on a lease that reclamation passed on.)
+inline bool proc_still_ours(const shmsem_t *s, uint32_t p) {
+  const ProcRecord &pr = s->procs[p];
+  return pr.state.load(std::memory_order_relaxed) == kProcUsed &&
+         __atomic_load_n(&pr.owner.pid, __ATOMIC_RELAXED) ==
+             s->fast_pid.load(std::memory_order_relaxed);
+}
+
 inline int fast_acquire(shmsem_t *s, shmsem_lease_t *lease) {
   Fast f;
-  if (!fast_ctx(s, &f)) return 1;
+  if (!fast_ctx(s, &f) || !proc_still_ours(s, f.proc)) return 1;
   const uint32_t l = f.lane->loose.load(std::memory_order_relaxed);
   if (__builtin_expect(l >= s->permits, 0))
     return fast_take_other(s, f, lease);

@@ -1,27 +1,34 @@
 // The C++20 tier of <shmsem/shmsem.hpp>: shmsem::lease releases exactly
 // once (scope exit, exception, moves), release() reports errors, stop_token
 // and chrono waits end in std::nullopt, and errors are std::system_error in
-// shmsem::category(), equal to std::errc conditions. Weighted leases, the
-// capacity at run time and shmsem::options (a rate limit) reach the C API
-// unchanged: n permits as one lease, counts checked rather than truncated.
+// shmsem::category(), equal to std::errc conditions, whose what() says
+// which argument and why for an EINVAL. Weighted leases, the capacity at
+// run time and shmsem::options (a rate limit) reach the C API unchanged: n
+// permits as one lease, counts checked rather than truncated. A lease
+// names a stable resource index (lease::resource()). Fork children:
+// cxx_fork_test.cc.
 #include <gtest/gtest.h>
 #include <shmsem/shmsem.h>
 
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <limits>
 #include <optional>
+#include <set>
 #include <stdexcept>
 #include <stop_token>
 #include <string>
 #include <system_error>
 #include <thread>
 #include <utility>
+#include <vector>
 
 #include <shmsem/shmsem.hpp>
 
+#include "support/manual_clock.h"
 #include "support/process.h"
 #include "support/segment.h"
 
@@ -535,6 +542,35 @@ TEST(Chrono, OverflowingDurationsSaturateToWaitingForever) {
   EXPECT_EQ(sem.stat().timeouts, 0u);
 }
 
+// acquire_for(rel) and acquire_for(n, rel) hand the duration to
+// shmsem_acquire_for(_n), which reads the library's CLOCK_MONOTONIC once:
+// with the tests' manual clock installed, the wait ends when that clock
+// has moved by `rel`, whatever steady_clock says.
+TEST(Chrono, AcquireForTimesOutOnTheLibrarysClock) {
+  Segment seg(2);
+  auto sem = semaphore::open(seg.name());
+  std::optional<lease> held = sem.acquire(2);
+  ManualClock clock;
+  const auto times_out_after_advancing = [&](auto acquire_for) {
+    std::atomic<bool> done{false};
+    std::optional<lease> got;
+    std::jthread waiter([&] {
+      got = acquire_for();
+      done = true;
+    });
+    if (!waiting_is(seg.get(), 1)) return false;
+    clock.advance(10'000'000'000ull);  // the 10 s the waiter asked for
+    const bool ended = wait_until([&] { return done.load(); }, seconds(10));
+    if (!ended) held.reset();  // a deadline on another clock: let the waiter go
+    waiter.join();
+    return ended && !got.has_value();
+  };
+  EXPECT_TRUE(times_out_after_advancing([&] { return sem.acquire_for(seconds(10)); }));
+  ASSERT_TRUE(held.has_value() && *held);
+  EXPECT_TRUE(times_out_after_advancing([&] { return sem.acquire_for(2, seconds(10)); }));
+  EXPECT_EQ(sem.stat().timeouts, 2u);
+}
+
 TEST(Chrono, OtherClocksConvertOnceToADuration) {
   Segment seg(1);
   auto sem = semaphore::open(seg.name());
@@ -910,6 +946,137 @@ TEST(Options, CreateStillOpensItAfterSetPermits) {
   EXPECT_EQ(second.stat().permits, 5u);
   EXPECT_EQ(thrown_code([&] { (void)semaphore::create(n.name, {.permits = 5, .max_permits = 6}); }),
             std::errc::file_exists);
+}
+
+// ---- lease::resource() ----------------------------------------------------
+
+// The index a lease names (shmsem_lease_resource) is a promise: N leases
+// held at once name N distinct indices below max_permits, whichever acquire
+// made them, and a weighted lease names one no other live lease has.
+TEST(Resource, LeasesHeldAtOnceNameDistinctIndicesBelowMaxPermits) {
+  const ScopedName n;
+  auto sem = semaphore::create(n.name, {.permits = 4, .max_permits = 8}, SHMSEM_EXCL);
+  std::vector<lease> held;
+  held.push_back(sem.acquire());
+  held.push_back(*sem.try_acquire());
+  held.push_back(*sem.acquire_for(seconds(1)));
+  Lease cxx17;  // the C++17 tier names it too
+  ASSERT_EQ(shmsem::acquire(sem.native_handle(), &cxx17), 0);
+  sem.set_permits(8);
+  for (int i = 0; i < 4; i++) held.push_back(sem.acquire());
+  std::set<std::uint32_t> names{cxx17.resource()};
+  EXPECT_LT(cxx17.resource(), 8u);
+  for (const lease &l : held) {
+    EXPECT_LT(l.resource(), 8u);
+    EXPECT_EQ(l.resource(), shmsem_lease_resource(&l.token()));
+    names.insert(l.resource());
+  }
+  EXPECT_EQ(names.size(), 8u) << "8 leases held at once name 8 indices";
+
+  held.erase(held.begin(), held.begin() + 3);  // three come back
+  lease weighted = sem.acquire(3);
+  EXPECT_LT(weighted.resource(), 8u);
+  EXPECT_NE(weighted.resource(), cxx17.resource());
+  for (const lease &l : held) EXPECT_NE(weighted.resource(), l.resource());
+  // Stable for the life of the lease: a move keeps it.
+  const std::uint32_t r = weighted.resource();
+  lease moved = std::move(weighted);
+  EXPECT_EQ(moved.resource(), r);
+}
+
+// ---- what() of an EINVAL: which argument and why --------------------------
+
+// The what() of the std::system_error `f` throws, its code checked to be
+// EINVAL ("" and a test failure if nothing is thrown).
+template <typename F>
+std::string einval_what(F &&f) {
+  try {
+    f();
+  } catch (const std::system_error &e) {
+    EXPECT_EQ(e.code(), std::errc::invalid_argument) << e.what();
+    return e.what();
+  }
+  ADD_FAILURE() << "no std::system_error was thrown";
+  return {};
+}
+
+#define EXPECT_SAYS(text, part) \
+  EXPECT_NE(std::string(text).find(part), std::string::npos) << (text)
+
+TEST(EinvalMessage, WeightOutsideOneToMaxPermitsNamesTheWeightAndTheBound) {
+  const ScopedName n;
+  auto sem = semaphore::create(n.name, {.permits = 2, .max_permits = 4}, SHMSEM_EXCL);
+  EXPECT_SAYS(einval_what([&] { (void)sem.acquire(9); }),
+              "shmsem: acquire: weight 9 is outside 1..4 (1 to max_permits)");
+  EXPECT_SAYS(einval_what([&] { (void)sem.acquire(0); }), "weight 0 is outside 1..4");
+  EXPECT_SAYS(einval_what([&] { (void)sem.acquire(-1); }), "weight -1 is outside 1..4");
+  EXPECT_SAYS(einval_what([&] { (void)sem.acquire(std::uint64_t{1} << 32); }),
+              "weight 4294967296 is outside 1..4");
+  EXPECT_SAYS(einval_what([&] { (void)sem.try_acquire(5); }),
+              "shmsem: try_acquire: weight 5 is outside 1..4");
+  EXPECT_SAYS(einval_what([&] { (void)sem.acquire_for(5, hours(1)); }),
+              "shmsem: acquire_for: weight 5 is outside 1..4");
+  EXPECT_SAYS(einval_what([&] { (void)sem.acquire_until(5, steady_clock::now()); }),
+              "shmsem: acquire_until: weight 5 is outside 1..4");
+  std::stop_source src;
+  EXPECT_SAYS(einval_what([&] { (void)sem.acquire(5, src.get_token()); }),
+              "weight 5 is outside 1..4");
+  EXPECT_COUNTS(sem.native_handle(), 2, 0, 0, 0);
+}
+
+TEST(EinvalMessage, SecondReleaseOfOneLeaseSaysAlreadyReleased) {
+  Segment seg(1);
+  auto sem = semaphore::open(seg.name());
+  lease l = sem.acquire();
+  l.release();
+  EXPECT_SAYS(einval_what([&] { l.release(); }), "shmsem: release: lease already released");
+  EXPECT_COUNTS(seg.get(), 1, 0, 0, 0);
+}
+
+TEST(EinvalMessage, ReleaseOfAnEmptyLeaseSaysWhyItIsEmpty) {
+  Segment seg(2);
+  auto sem = semaphore::open(seg.name());
+  lease never;
+  EXPECT_SAYS(einval_what([&] { never.release(); }), "never held a permit");
+  lease a = sem.acquire();
+  lease b = std::move(a);
+  // The moved-from state is the point. NOLINTNEXTLINE(bugprone-use-after-move)
+  EXPECT_SAYS(einval_what([&] { a.release(); }), "lease was moved from");
+  const shmsem_lease_t token = b.detach();
+  EXPECT_SAYS(einval_what([&] { b.release(); }), "lease was detached");
+  lease adopted(sem.native_handle(), token);
+  adopted.release();
+  EXPECT_COUNTS(seg.get(), 2, 0, 0, 0);
+}
+
+TEST(EinvalMessage, SetPermitsAboveMaxNamesTheCapacityAndTheBound) {
+  const ScopedName n;
+  auto sem = semaphore::create(n.name, {.permits = 2, .max_permits = 4}, SHMSEM_EXCL);
+  EXPECT_SAYS(einval_what([&] { sem.set_permits(9); }),
+              "shmsem: set_permits: capacity 9 is outside 0..4 (0 to max_permits)");
+  EXPECT_SAYS(einval_what([&] { sem.set_permits(-1); }), "capacity -1 is outside 0..4");
+  EXPECT_EQ(sem.stat().permits, 2u);
+}
+
+TEST(EinvalMessage, EmptySemaphoreSaysItIsEmpty) {
+  semaphore empty;
+  const char *const why = "semaphore is empty (default-constructed or moved from)";
+  EXPECT_SAYS(einval_what([&] { (void)empty.acquire(); }), std::string("shmsem: acquire: ") + why);
+  EXPECT_SAYS(einval_what([&] { (void)empty.acquire(2); }), why);
+  EXPECT_SAYS(einval_what([&] { (void)empty.try_acquire(); }), why);
+  EXPECT_SAYS(einval_what([&] { (void)empty.acquire_for(seconds(1)); }), why);
+  EXPECT_SAYS(einval_what([&] { (void)empty.acquire_until(steady_clock::now()); }), why);
+  EXPECT_SAYS(einval_what([&] { empty.set_permits(1); }), why);
+  EXPECT_SAYS(einval_what([&] { (void)empty.stat(); }), std::string("shmsem: stat: ") + why);
+}
+
+TEST(EinvalMessage, NegativePeriodIsNamed) {
+  const ScopedName n;
+  EXPECT_SAYS(einval_what([&] {
+                (void)semaphore::create(
+                    n.name, {.permits = 1, .rate = 1, .per = std::chrono::nanoseconds(-1)});
+              }),
+              "shmsem: create: options.per is negative");
 }
 
 // ---- shmsem::category() ----------------------------------------------------

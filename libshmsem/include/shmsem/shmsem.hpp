@@ -12,7 +12,8 @@
 //   std::chrono::steady_clock, cancellation is std::stop_token.
 //
 // Migration: shmsem::lease and shmsem::semaphore replace shmsem::Lease and
-// the free shmsem::acquire(), which stay (unchanged) for C++17 code.
+// the free shmsem::acquire(), which stay for C++17 code (with the owner
+// rule of "Processes" below, and Lease::resource()).
 //
 //     shmsem::Lease l;                        auto sem = shmsem::semaphore::open("/pool");
 //     if (int e = shmsem::acquire(s, &l))     shmsem::lease l = sem.acquire();  // throws
@@ -56,10 +57,33 @@
 // throws too; lease::release(std::error_code &) is its noexcept twin, and a
 // lease's destructor, having no channel, swallows the error.
 //
+// EINVAL has many causes and one message in the C API. A std::system_error
+// thrown here keeps the code (compare codes, not text) and says in what()
+// which argument and why wherever this header can tell:
+// - a weight outside 1..max_permits (0, negative, too big):
+//   "shmsem: acquire: weight 9 is outside 1..4 (1 to max_permits)";
+// - a capacity above max_permits: "shmsem: set_permits: capacity 9 is
+//   outside 0..4 (0 to max_permits)";
+// - any member of an empty semaphore: "shmsem: acquire: semaphore is empty
+//   (default-constructed or moved from)";
+// - release() of an empty lease, saying why it is empty: "shmsem: release:
+//   lease already released" (or "was moved from", "was detached", "never
+//   held a permit"); in a fork child, "lease belongs to process 1234, not
+//   to this process 1240" (Processes, below);
+// - a negative options.per: "shmsem: create: options.per is negative".
+// Finding a bound reads shmsem_stat, on the error path only. A deadline
+// cannot be on the wrong clock here: a steady_clock time point is the
+// CLOCK_MONOTONIC deadline the C API takes, and other clocks are converted
+// at the call (Time, below). Other EINVALs (a configuration shmsem_create
+// refuses, a malformed or foreign token) carry the C API's one message.
+//
 // Time: a steady_clock time point is passed to the C API as the absolute
 // CLOCK_MONOTONIC deadline it is (steady_clock reads CLOCK_MONOTONIC in
-// libstdc++ and libc++ on Linux); a duration is added to steady_clock::now().
-// Both round up to whole nanoseconds; a time before the clock's epoch or a
+// libstdc++ and libc++ on Linux). A duration goes to shmsem_acquire_for
+// (shmsem_acquire_for_n), which reads CLOCK_MONOTONIC once at the call;
+// with a stop_token it is added to steady_clock::now() here instead (no C
+// call takes a timeout and a cancellation handle), the same clock. Both
+// round up to whole nanoseconds; a time before the clock's epoch or a
 // non-positive duration means "try now"; one beyond 64-bit nanoseconds
 // means "wait forever", never an overflow into the past.
 //
@@ -70,25 +94,122 @@
 // leases valid; destroying it (shmsem_detach) while a lease of it is held
 // is a bug (the lease's release would use a freed handle), so declare the
 // semaphore before the leases it hands out.
+//
+// Processes (fork): a lease (and a Lease) releases its permit only in the
+// process that owns it: the one that acquired it, or that adopted its token
+// through the constructor. shmsem.h's rule is that a fork child inherits no
+// leases; it does inherit a copy of every lease object, and a copy that
+// released would free the parent's permit while the parent still holds it.
+// So in any other process a lease releases nothing: its destructor and its
+// assignment leave the permit to its owner (a lease going out of scope in
+// the child, or unwound by an exception there, is harmless); release()
+// throws std::system_error(EINVAL) naming both processes, release(ec)
+// reports EINVAL and Lease::release() returns -EINVAL; the lease is empty
+// afterwards. Until then it still shows the parent's token (operator bool,
+// token(), resource()), and detach() hands that token over without
+// releasing: a child meant to return its parent's permit passes the token
+// to shmsem_release() (any process may release a token it has).
+//
+// The owner is a process id. To know this process's id without a system
+// call per acquire and release, the header keeps it in one private page of
+// its own, mapped at the first lease for the life of the process and marked
+// MADV_WIPEONFORK, so that a child sees it zeroed and reads its own id.
 #ifndef SHMSEM_SHMSEM_HPP
 #define SHMSEM_SHMSEM_HPP
 
 #include <shmsem/shmsem.h>
+#include <sys/mman.h>
+#include <sys/types.h>
+#include <unistd.h>
 
+#include <atomic>
+#include <cerrno>
+#include <cstddef>
+#include <cstdint>
+#include <new>
 #include <utility>
 
 namespace shmsem {
 
+// Not API: helpers of this header (the library's own internals are
+// shmsem::detail, in libshmsem/src/).
+namespace cxx_internal {
+
+// The page that holds this process's id (below); nullptr until mapped.
+inline std::atomic<std::atomic<pid_t> *> pid_page{nullptr};
+// Set once MADV_WIPEONFORK is refused (Linux < 4.14): no page, ever.
+inline std::atomic<bool> no_pid_page{false};
+
+// Maps the page, or returns the one another thread mapped first; nullptr
+// if it cannot be had (a later call tries again unless the kernel refused).
+inline std::atomic<pid_t> *map_pid_page() noexcept {
+#ifdef MADV_WIPEONFORK
+  const long page = ::sysconf(_SC_PAGESIZE);
+  const std::size_t len = page > 0 ? static_cast<std::size_t>(page) : 4096;
+  void *m = ::mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (m == MAP_FAILED) return nullptr;
+  if (::madvise(m, len, MADV_WIPEONFORK) != 0) {
+    ::munmap(m, len);
+    no_pid_page.store(true, std::memory_order_relaxed);  // a flag; it guards no data
+    return nullptr;
+  }
+  std::atomic<pid_t> *fresh = new (m) std::atomic<pid_t>(0);
+  std::atomic<pid_t> *first = nullptr;
+  // acq_rel: publishes the page to this_process()'s acquire load; on a lost
+  // race, acquires the winner's.
+  if (!pid_page.compare_exchange_strong(first, fresh, std::memory_order_acq_rel,
+                                        std::memory_order_acquire)) {
+    ::munmap(m, len);
+    return first;
+  }
+  return fresh;
+#else
+  no_pid_page.store(true, std::memory_order_relaxed);
+  return nullptr;
+#endif
+}
+
+// This process's id, the owner a lease records, without a system call
+// after the first: getpid() is a real system call (glibc caches nothing
+// since 2.25), dearer than the lock-free acquire and release it guards.
+// The id is kept in one private page marked MADV_WIPEONFORK, as the
+// library keeps its own identity: a child of fork(), _Fork() or clone()
+// without CLONE_VM sees the page zeroed and reads its own id, whether or
+// not atfork handlers ran; exec starts afresh; no lock is held that a fork
+// could interrupt. Without the page every call asks getpid().
+inline pid_t this_process() noexcept {
+  // acquire: pairs with map_pid_page()'s publication of the page.
+  std::atomic<pid_t> *p = pid_page.load(std::memory_order_acquire);
+  if (!p && !no_pid_page.load(std::memory_order_relaxed)) p = map_pid_page();
+  if (!p) return ::getpid();
+  // relaxed: every thread of the process stores the same value, and no
+  // other data is published through it.
+  pid_t id = p->load(std::memory_order_relaxed);
+  if (id == 0) {
+    id = ::getpid();
+    p->store(id, std::memory_order_relaxed);
+  }
+  return id;
+}
+
+}  // namespace cxx_internal
+
+// A permit owned by this process (C++17 tier; shmsem::lease is the C++20
+// one). Releases itself on destruction and assignment, in its owner
+// process only (the banner's "Processes"): a copy in a fork child does
+// nothing there.
 class Lease {
  public:
   Lease() = default;
-  Lease(shmsem_t *s, shmsem_lease_t l) : s_(s), l_(l) {}
-  Lease(Lease &&o) noexcept : s_(std::exchange(o.s_, nullptr)), l_(o.l_) {}
+  // Adopts `l`, a lease of the semaphore open as `s`: this process owns it.
+  Lease(shmsem_t *s, shmsem_lease_t l) : s_(s), l_(l), owner_(cxx_internal::this_process()) {}
+  Lease(Lease &&o) noexcept : s_(std::exchange(o.s_, nullptr)), l_(o.l_), owner_(o.owner_) {}
   Lease &operator=(Lease &&o) noexcept {
     if (this != &o) {
       release();
       s_ = std::exchange(o.s_, nullptr);
       l_ = o.l_;
+      owner_ = o.owner_;
     }
     return *this;
   }
@@ -97,11 +218,13 @@ class Lease {
   ~Lease() { release(); }
 
   // Returns the permit now (0 or a negative errno); later calls return 0.
+  // In another process than its owner (a fork child) it releases nothing
+  // and returns -EINVAL: the permit stays with the owner. Empty afterwards.
   int release() {
     if (!s_) return 0;
-    int r = shmsem_release(s_, &l_);
-    s_ = nullptr;
-    return r;
+    shmsem_t *s = std::exchange(s_, nullptr);
+    if (owner_ != cxx_internal::this_process()) return -EINVAL;
+    return shmsem_release(s, &l_);
   }
   // Gives up ownership without releasing; returns the raw token.
   shmsem_lease_t detach() {
@@ -110,10 +233,15 @@ class Lease {
   }
   explicit operator bool() const { return s_ != nullptr; }
   const shmsem_lease_t &token() const { return l_; }
+  // shmsem_lease_resource(): the index in [0, max_permits) no other live
+  // lease of the semaphore has (a weighted lease: the first of its n).
+  // Meaningful while the lease holds its permit.
+  [[nodiscard]] std::uint32_t resource() const noexcept { return shmsem_lease_resource(&l_); }
 
  private:
   shmsem_t *s_ = nullptr;
   shmsem_lease_t l_{};
+  pid_t owner_ = 0;  // the process that may release it (this_process() when made)
 };
 
 // shmsem_acquire_ex into a Lease. Returns 0 or a negative errno.
@@ -205,8 +333,6 @@ struct options {
   return {r < 0 ? -r : r, category()};
 }
 
-// Not API: helpers of this header (the library's own internals are
-// shmsem::detail, in libshmsem/src/).
 namespace cxx_internal {
 
 [[noreturn]] inline void throw_error(int r, const char *what) {
@@ -227,6 +353,38 @@ template <permit_count N>
 [[nodiscard]] constexpr std::optional<std::uint32_t> to_u32(N n) noexcept {
   if (!std::in_range<std::uint32_t>(n)) return std::nullopt;
   return static_cast<std::uint32_t>(n);
+}
+
+// `n` in decimal, for a message; a value beyond 64 bits (an extended
+// integer type) only as which side it is on.
+template <permit_count N>
+[[nodiscard]] std::string count_text(N n) {
+  if (std::in_range<long long>(n)) return std::to_string(static_cast<long long>(n));
+  if (std::in_range<unsigned long long>(n))
+    return std::to_string(static_cast<unsigned long long>(n));
+  return std::cmp_less(n, 0) ? "below -2^63" : "above 2^64 - 1";
+}
+
+// max_permits of the semaphore open as `s` (read with shmsem_stat), or
+// nullopt if it cannot be read (an empty semaphore). For error messages.
+[[nodiscard]] inline std::optional<std::uint32_t> max_permits_of(shmsem_t *s) noexcept {
+  struct shmsem_stat st{};
+  if (!s || shmsem_stat(s, &st) != 0) return std::nullopt;
+  return st.max_permits;
+}
+
+// "<what>: <name> <n> is outside <lo>..<max> (<lo> to max_permits)", or
+// "... outside <lo>..max_permits" when the bound is not known.
+[[nodiscard]] inline std::string outside_text(const char *what, const char *name,
+                                              const std::string &n, const char *lo,
+                                              std::optional<std::uint32_t> max) {
+  std::string m = std::string(what) + ": " + name + ' ' + n + " is outside " + lo + "..";
+  if (max) return m + std::to_string(*max) + " (" + lo + " to max_permits)";
+  return m + "max_permits";
+}
+
+[[nodiscard]] inline std::string empty_semaphore_text(const char *what) {
+  return std::string(what) + ": semaphore is empty (default-constructed or moved from)";
 }
 
 // `o` as shmsem_config; -EINVAL for a negative period (no C form).
@@ -314,6 +472,19 @@ template <class Rep, class Period>
   return at_monotonic_ns(d > ns::max() - now ? ns::max() : now + d);
 }
 
+// `rel` as the relative timeout shmsem_acquire_for takes: rounded up to
+// whole nanoseconds; zero or negative is 0 ("try now"); a duration that
+// does not fit in 64-bit nanoseconds is UINT64_MAX, which the C API reads
+// as "never" (it is beyond what it can add to the clock).
+template <class Rep, class Period>
+[[nodiscard]] constexpr std::uint64_t timeout_ns(
+    const std::chrono::duration<Rep, Period> &rel) noexcept {
+  const std::chrono::nanoseconds d = saturating_ceil_ns(rel);
+  if (d.count() <= 0) return 0;
+  if (d == std::chrono::nanoseconds::max()) return UINT64_MAX;
+  return static_cast<std::uint64_t>(d.count());
+}
+
 }  // namespace cxx_internal
 
 class semaphore;
@@ -324,36 +495,52 @@ class semaphore;
 // released once. An empty lease (default-constructed, moved from, released
 // or detached) converts to false and has weight() 0.
 //
-//   | member               | on the permit                | errors                  |
-//   |----------------------|------------------------------|-------------------------|
-//   | ~lease(), operator=  | released                     | swallowed (no channel)  |
-//   | release()            | released                     | std::system_error       |
-//   | release(ec)          | released                     | into ec, noexcept       |
-//   | detach()             | left held; token returned    | none                    |
+// Owned by a process: the one that acquired it (or adopted its token). In
+// another process (a fork child's copy) it releases nothing, ever: the
+// banner's "Processes".
+//
+//   | member              | owner process             | other process    | errors                 |
+//   |---------------------|---------------------------|------------------|------------------------|
+//   | ~lease(), operator= | released                  | left to owner    | swallowed (no channel) |
+//   | release()           | released                  | left; EINVAL     | std::system_error      |
+//   | release(ec)         | released                  | left; EINVAL     | into ec, noexcept      |
+//   | detach()            | left held; token returned | the same         | none                   |
 //
 // release() empties the lease whether or not the C call succeeds: a token
 // refused once (-EALREADY, -EINVAL) is refused forever.
+//
+// resource() is the stable index the permit names (shmsem_lease_resource):
+// in [0, max_permits), held by no other live lease of the semaphore, the
+// same for the life of the lease; a weighted lease holds n such indices
+// and names the first. Map it to "connection i" of a pool:
+//
+//     shmsem::lease l = sem.acquire();
+//     connection &c = pool[l.resource()];  // nobody else's while l is held
 class lease {
  public:
   lease() noexcept = default;
   // Adopts `token`, a lease of the semaphore open as `s` (a token from
-  // detach(), or one passed between processes): this lease will release it.
-  // `weight` is what weight() reports: the token does not carry it (pass it
-  // along with the token), and the release returns whatever the token
-  // holds, whatever `weight` says.
+  // detach(), or one passed between processes): this lease, in this
+  // process, will release it. `weight` is what weight() reports: the token
+  // does not carry it (pass it along with the token), and the release
+  // returns whatever the token holds, whatever `weight` says.
   explicit lease(shmsem_t *s, const shmsem_lease_t &token, std::uint32_t weight = 1) noexcept
-      : s_(s), token_(token), weight_(weight) {}
+      : s_(s), token_(token), weight_(weight), owner_(cxx_internal::this_process()) {}
 
   lease(lease &&o) noexcept
       : s_(std::exchange(o.s_, nullptr)),
         token_(std::exchange(o.token_, {})),
-        weight_(std::exchange(o.weight_, 0)) {}
+        weight_(std::exchange(o.weight_, 0)),
+        owner_(o.owner_),
+        empty_(std::exchange(o.empty_, emptied::moved_from)) {}
   lease &operator=(lease &&o) noexcept {
     if (this != &o) {
       reset();
       s_ = std::exchange(o.s_, nullptr);
       token_ = std::exchange(o.token_, {});
       weight_ = std::exchange(o.weight_, 0);
+      owner_ = o.owner_;
+      empty_ = std::exchange(o.empty_, emptied::moved_from);
     }
     return *this;
   }
@@ -364,34 +551,43 @@ class lease {
   // Returns the permit now, all `weight()` of them (to the oldest waiter if
   // one is queued). Throws
   // std::system_error: EALREADY the permit was already released through
-  // another copy of the token (or reclaimed), EINVAL a malformed token or an
-  // empty lease, EBADF a read-only handle. Empty afterwards in every case.
+  // another copy of the token (or reclaimed); EINVAL an empty lease (what()
+  // says why it is empty: "lease already released", moved from, detached,
+  // never held), a lease of another process (a fork child's copy: nothing
+  // is released; what() names both processes), or a malformed token; EBADF
+  // a read-only handle. Empty afterwards in every case.
   void release() {
-    std::error_code ec;
-    release(ec);
-    if (ec) throw std::system_error(ec, "shmsem: release");
+    const bool held = s_ != nullptr;
+    const emptied before = empty_;
+    const int r = give_back();
+    if (r < 0) throw std::system_error(to_error_code(r), failure_text(r, held, before));
   }
   // As release(), the error (or a cleared code) into `ec` instead.
   void release(std::error_code &ec) noexcept {
-    shmsem_t *s = std::exchange(s_, nullptr);
-    const int r = s ? shmsem_release(s, &token_) : -EINVAL;
-    token_ = {};
-    weight_ = 0;
+    const int r = give_back();
     ec = r < 0 ? to_error_code(r) : std::error_code();
   }
 
   // Gives up ownership without releasing: the permit stays held (until it
-  // is released through the token, or this process exits) and the lease is
-  // empty. Dropping the result leaks the permit for the process's lifetime.
-  // The weight is not in the token: read weight() first to pass it on.
+  // is released through the token, or its owner process exits) and the
+  // lease is empty. Dropping the result leaks the permit for the process's
+  // lifetime. The weight is not in the token: read weight() first to pass
+  // it on.
   [[nodiscard]] shmsem_lease_t detach() noexcept {
     s_ = nullptr;
     weight_ = 0;
+    empty_ = emptied::detached;
     return std::exchange(token_, {});
   }
 
   // The token (all-zero when empty). Copying it does not copy ownership.
   [[nodiscard]] const shmsem_lease_t &token() const noexcept { return token_; }
+  // The resource the permit names (see above): shmsem_lease_resource() of
+  // the token, a plain read. An empty lease names none (its all-zero token
+  // reads 0, which may well be another lease's: check the lease first).
+  [[nodiscard]] std::uint32_t resource() const noexcept {
+    return shmsem_lease_resource(&token_);
+  }
   // The handle the permit will be released through (nullptr when empty).
   [[nodiscard]] shmsem_t *native_handle() const noexcept { return s_; }
   // The permits this lease holds: the n it was acquired with (1 for the
@@ -400,14 +596,59 @@ class lease {
   [[nodiscard]] explicit operator bool() const noexcept { return s_ != nullptr; }
 
  private:
+  // Why an empty lease is empty, for release()'s message (meaningless
+  // while it holds a permit).
+  enum class emptied : unsigned char { never_held, released, moved_from, detached, not_owner };
+
+  // Empties the lease, releasing its permit if this process owns it: 0, or
+  // a negative errno (-EINVAL: empty already, or another process's lease).
+  int give_back() noexcept {
+    shmsem_t *s = std::exchange(s_, nullptr);
+    if (!s) return -EINVAL;
+    const bool ours = owner_ == cxx_internal::this_process();
+    const int r = ours ? shmsem_release(s, &token_) : -EINVAL;
+    token_ = {};
+    weight_ = 0;
+    empty_ = ours ? emptied::released : emptied::not_owner;
+    return r;
+  }
   void reset() noexcept {
-    std::error_code ignored;  // a destructor has nowhere to report it
-    if (s_) release(ignored);
+    if (s_) (void)give_back();  // a destructor has nowhere to report it
+  }
+
+  // release()'s what() for the error `r`, the lease having been held or
+  // empty (for the reason `before`) when it was called.
+  [[nodiscard]] std::string failure_text(int r, bool held, emptied before) const {
+    std::string m = "shmsem: release";
+    if (held && empty_ == emptied::not_owner) {
+      m += ": lease belongs to process ";
+      m += std::to_string(owner_);
+      m += ", not to this process ";
+      m += std::to_string(cxx_internal::this_process());
+      m += " (a fork child inherits no leases); its permit stays held by its owner";
+    } else if (held && r == -EINVAL) {
+      m += ": the token is malformed or names another semaphore";
+    } else if (!held) {
+      switch (before) {
+        case emptied::released: m += ": lease already released"; break;
+        case emptied::moved_from: m += ": lease was moved from (its permit went with it)"; break;
+        case emptied::detached:
+          m += ": lease was detached (its token is released elsewhere)";
+          break;
+        case emptied::not_owner:
+          m += ": lease already given up in this process (another process's, copied by fork)";
+          break;
+        case emptied::never_held: m += ": lease is empty: it never held a permit"; break;
+      }
+    }
+    return m;
   }
 
   shmsem_t *s_ = nullptr;
   shmsem_lease_t token_{};
   std::uint32_t weight_ = 0;
+  pid_t owner_ = 0;  // the process that may release it (this_process() when made)
+  emptied empty_ = emptied::never_held;
 };
 
 // An open semaphore (one shmsem_t), detached by the destructor. Move-only;
@@ -417,7 +658,8 @@ class lease {
 // Acquires block in the FIFO queue as shmsem_acquire does (not interrupted
 // by signals; a pthread cancellation point). Errors besides the nullopt
 // cases in the banner's table: ESHUTDOWN closed, EBUSY the wait queue is
-// full, EBADF read-only handle, EXDEV another PID namespace, EINVAL empty.
+// full, EBADF read-only handle, EXDEV another PID namespace, EINVAL empty
+// (what() says so, and names a bad weight and its bound: the banner).
 //
 // Each acquire has a weighted twin taking the count `n` first: n permits
 // as one lease (lease::weight() == n), granted all at once in FIFO order;
@@ -445,11 +687,12 @@ class semaphore {
   explicit semaphore(shmsem_t *s) noexcept : s_(s) {}
 
   // shmsem_create: creates `name`, or opens it if it exists and `flags`
-  // lacks SHMSEM_EXCL. Throws std::system_error (EEXIST, EPERM, EINVAL, ...).
+  // lacks SHMSEM_EXCL. Throws std::system_error (EEXIST, EPERM, EINVAL, ...;
+  // a negative opt.per is EINVAL before the C API is called).
   [[nodiscard]] static semaphore create(const char *name, const options &opt, int flags = 0) {
     shmsem_config cfg;
     if (int r = cxx_internal::to_config(opt, &cfg))
-      cxx_internal::throw_error(r, "shmsem: create");
+      cxx_internal::throw_error(r, "shmsem: create: options.per is negative");
     return create(name, cfg, flags);
   }
   [[nodiscard]] static semaphore create(const std::string &name, const options &opt,
@@ -505,7 +748,7 @@ class semaphore {
   // Blocks until a permit is granted. Throws std::system_error on any error.
   [[nodiscard]] lease acquire() {
     shmsem_lease_t t;
-    if (int r = shmsem_acquire(s_, &t)) cxx_internal::throw_error(r, "shmsem: acquire");
+    if (int r = shmsem_acquire(s_, &t)) fail(r, "shmsem: acquire");
     return lease(s_, t);
   }
   // Blocks until n permits are granted, as one lease.
@@ -513,7 +756,7 @@ class semaphore {
   [[nodiscard]] lease acquire(N n) {
     const std::uint32_t w = weight(n, "shmsem: acquire");
     shmsem_lease_t t;
-    if (int r = shmsem_acquire_n(s_, w, &t)) cxx_internal::throw_error(r, "shmsem: acquire");
+    if (int r = shmsem_acquire_n(s_, w, &t)) fail(r, "shmsem: acquire", w);
     return lease(s_, t, w);
   }
 
@@ -529,22 +772,27 @@ class semaphore {
     shmsem_lease_t t;
     const int r = shmsem_try_acquire_n(s_, w, &t);
     if (r == -EAGAIN) return std::nullopt;
-    if (r) cxx_internal::throw_error(r, "shmsem: try_acquire");
+    if (r) fail(r, "shmsem: try_acquire", w);
     return lease(s_, t, w);
   }
 
   // Waits at most `rel` (rounded up to whole nanoseconds; a duration too
   // long to represent waits forever, zero or negative only tries); nullopt
-  // on timeout. A grant racing the deadline wins.
+  // on timeout. A grant racing the deadline wins. shmsem_acquire_for
+  // (shmsem_acquire_for_n): the C API reads the clock once, at the call.
   template <class Rep, class Period>
   [[nodiscard]] std::optional<lease> acquire_for(const std::chrono::duration<Rep, Period> &rel) {
-    return acquire_ex(1, cxx_internal::after(rel), std::stop_token(), "shmsem: acquire_for");
+    shmsem_lease_t t;
+    const int r = shmsem_acquire_for(s_, cxx_internal::timeout_ns(rel), &t);
+    return timed(r, t, 1, "shmsem: acquire_for");
   }
   template <cxx_internal::permit_count N, class Rep, class Period>
   [[nodiscard]] std::optional<lease> acquire_for(N n,
                                                  const std::chrono::duration<Rep, Period> &rel) {
     const std::uint32_t w = weight(n, "shmsem: acquire_for");
-    return acquire_ex(w, cxx_internal::after(rel), std::stop_token(), "shmsem: acquire_for");
+    shmsem_lease_t t;
+    const int r = shmsem_acquire_for_n(s_, w, cxx_internal::timeout_ns(rel), &t);
+    return timed(r, t, w, "shmsem: acquire_for");
   }
 
   // Waits until `abs` on steady_clock, passed to the C API as the absolute
@@ -624,12 +872,24 @@ class semaphore {
   // the rest as leases come back (stat().retiring), never revoking a held
   // lease; 0 drains the semaphore until it grows again. Allowed after
   // shutdown. Throws std::system_error: EINVAL above max_permits (or
-  // outside std::uint32_t), EBADF read-only handle, EXDEV, EINVAL empty.
+  // outside std::uint32_t; what() names the capacity and the bound), EBADF
+  // read-only handle, EXDEV, EINVAL empty.
   template <cxx_internal::permit_count N>
   void set_permits(N permits) {
     std::error_code ec;
     set_permits(permits, ec);
-    if (ec) throw std::system_error(ec, "shmsem: set_permits");
+    if (!ec) return;
+    if (ec.value() == EINVAL && s_) {
+      // The C API's one EINVAL with a valid handle: above max_permits.
+      const std::optional<std::uint32_t> p = cxx_internal::to_u32(permits);
+      const std::optional<std::uint32_t> max = cxx_internal::max_permits_of(s_);
+      if (!p || !max || *p > *max) {
+        throw std::system_error(ec, cxx_internal::outside_text("shmsem: set_permits", "capacity",
+                                                              cxx_internal::count_text(permits),
+                                                              "0", max));
+      }
+    }
+    fail(-ec.value(), "shmsem: set_permits");
   }
   // As set_permits(), the error (or a cleared code) into `ec` instead.
   template <cxx_internal::permit_count N>
@@ -642,14 +902,14 @@ class semaphore {
   // number of queued waiters failed (they throw ESHUTDOWN). Idempotent.
   int shutdown() {
     const int r = shmsem_shutdown(s_);
-    if (r < 0) cxx_internal::throw_error(r, "shmsem: shutdown");
+    if (r < 0) fail(r, "shmsem: shutdown");
     return r;
   }
   // shmsem_recover: reclaims what provably dead processes held; returns the
   // number of leases, slots and free leases reclaimed.
   int recover() {
     const int r = shmsem_recover(s_);
-    if (r < 0) cxx_internal::throw_error(r, "shmsem: recover");
+    if (r < 0) fail(r, "shmsem: recover");
     return r;
   }
   // shmsem_stat: a snapshot of the state and counters: `permits` is the
@@ -660,13 +920,13 @@ class semaphore {
   // steady_clock's epoch) the bucket now.
   [[nodiscard]] struct shmsem_stat stat() const {
     struct shmsem_stat st{};
-    if (int r = shmsem_stat(s_, &st)) cxx_internal::throw_error(r, "shmsem: stat");
+    if (int r = shmsem_stat(s_, &st)) fail(r, "shmsem: stat");
     return st;
   }
   // shmsem_check: throws std::system_error(EUCLEAN) naming no invariant
   // (the C API returns only the code) if one is broken.
   void check() const {
-    if (int r = shmsem_check(s_)) cxx_internal::throw_error(r, "shmsem: check");
+    if (int r = shmsem_check(s_)) fail(r, "shmsem: check");
   }
 
   [[nodiscard]] shmsem_t *native_handle() const noexcept { return s_; }
@@ -677,10 +937,40 @@ class semaphore {
   // stop requested before the call does not hide it), and anything outside
   // std::uint32_t, which the C API would see truncated.
   template <cxx_internal::permit_count N>
-  static std::uint32_t weight(N n, const char *what) {
+  std::uint32_t weight(N n, const char *what) const {
     const std::optional<std::uint32_t> w = cxx_internal::to_u32(n);
-    if (!w || *w == 0) cxx_internal::throw_error(-EINVAL, what);
+    if (!w || *w == 0) {
+      throw std::system_error(
+          to_error_code(-EINVAL),
+          cxx_internal::outside_text(what, "weight", cxx_internal::count_text(n), "1",
+                                     cxx_internal::max_permits_of(s_)));
+    }
     return *w;
+  }
+
+  // Throws the error `r` of the call `what`, and for an EINVAL says why
+  // where this header can tell: an empty semaphore, or a weight `n` above
+  // max_permits (the C API's only EINVAL for an acquire with a valid handle
+  // and deadline; the bound is read with shmsem_stat, on this error path).
+  [[noreturn]] void fail(int r, const char *what, std::uint32_t n = 1) const {
+    if (r == -EINVAL && !s_)
+      throw std::system_error(to_error_code(r), cxx_internal::empty_semaphore_text(what));
+    if (r == -EINVAL && n > 1) {
+      const std::optional<std::uint32_t> max = cxx_internal::max_permits_of(s_);
+      if (max && n > *max) {
+        throw std::system_error(to_error_code(r), cxx_internal::outside_text(
+                                                      what, "weight", std::to_string(n), "1", max));
+      }
+    }
+    cxx_internal::throw_error(r, what);
+  }
+
+  // The result `r` of shmsem_acquire_for(_n) into `t`: nullopt on a
+  // timeout, else the lease of weight `n` or the error thrown.
+  std::optional<lease> timed(int r, const shmsem_lease_t &t, std::uint32_t n, const char *what) {
+    if (r == -ETIMEDOUT) return std::nullopt;
+    if (r) fail(r, what, n);
+    return lease(s_, t, n);
   }
 
   // shmsem_acquire_ex_n (n == 1: shmsem_acquire_ex's path, lock-free when
@@ -703,7 +993,7 @@ class semaphore {
       r = shmsem_acquire_ex_n(s_, n, d.get(), &cancel, 0, &t);
     }
     if (r == -ETIMEDOUT || r == -ECANCELED) return std::nullopt;
-    if (r) cxx_internal::throw_error(r, what);
+    if (r) fail(r, what, n);
     return lease(s_, t, n);
   }
 

@@ -20,6 +20,7 @@ int use() {
   auto sem = shmsem::semaphore::create("/control", cfg, SHMSEM_EXCL);
   shmsem::lease a = sem.acquire();
   shmsem::lease moved = std::move(a);
+  const std::uint32_t resource = moved.resource();
   moved.release();
   std::error_code ec;
   if (std::optional<shmsem::lease> b = sem.try_acquire()) b->release(ec);
@@ -60,6 +61,6 @@ int use() {
   (void)sem.recover();
   (void)sem.shutdown();
   shmsem::semaphore::unlink("/control", ec);
-  return held + int(st.held) + (ec == std::errc::no_such_file_or_directory) +
+  return held + int(st.held) + int(resource) + (ec == std::errc::no_such_file_or_directory) +
          shmsem::category().message(ETIMEDOUT).size() != 0;
 }

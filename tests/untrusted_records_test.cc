@@ -653,5 +653,23 @@ TEST(Untrusted, ForgedWaiterNamingNoProcessIsReclaimed) {
   EXPECT_EQ(shmsem_release(s, &both), 0);
 }
 
+// A semaphore created without a rate, its rate interval set by a writer
+// to a day: clamped and stored, it allowed one acquisition a day for good
+// (the fuzzer's find). The rate is the creator's, copied at open: put back.
+TEST(Untrusted, RateAWriterSetIsRestoredToTheCreators) {
+  Segment seg(2);
+  shmsem_t *s = seg.get();
+  s->core->rate_interval_ns.store(86'400'000'000'000ull);
+  s->core->rate_burst.store(1);
+  shmsem_lease_t a, b, c;
+  ASSERT_EQ(shmsem_try_acquire(s, &a), 0);
+  ASSERT_EQ(shmsem_try_acquire(s, &b), 0);
+  EXPECT_EQ(shmsem_try_acquire(s, &c), -EAGAIN);
+  EXPECT_EQ(s->core->rate_interval_ns.load(), 0u);
+  EXPECT_EQ(shmsem_release(s, &a), 0);
+  EXPECT_EQ(shmsem_release(s, &b), 0);
+  EXPECT_INVARIANTS(s);
+}
+
 }  // namespace
 }  // namespace shmsem::test

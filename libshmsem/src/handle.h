@@ -23,6 +23,11 @@ struct shmsem_handle {
   uint32_t permits;
   uint32_t max_waiters;
   uint64_t nonce;  // header.nonce, copied once at open
+  // The rate limit as created (header: rate, rate_period_ns, burst), copied
+  // once at open: the core's rate words are restored to it (rate.h), so a
+  // writer cannot leave a semaphore at one acquisition a day. 0: no rate.
+  uint64_t rate_interval;
+  uint32_t rate_burst;
   // A value read from the segment was out of range during this critical
   // section: unlock() repairs before releasing (tables.h). Lock holder only.
   bool corrupt;

@@ -57,8 +57,15 @@ inline uint64_t rate_start(const Rate &r) {
 // burst's refill from the first time it is met, not for ever (the clamp
 // moves with `now`), and check agrees with what every reader uses.
 inline Rate rate_clamp(shmsem_t *s, uint64_t now) {
-  Rate r = rate_read(s, now);
   Core *c = s->core;
+  // The interval and burst are the creator's (copied at open): a writer's
+  // are put back.
+  if (c->rate_interval_ns.load(std::memory_order_relaxed) != s->rate_interval)
+    c->rate_interval_ns.store(s->rate_interval, std::memory_order_relaxed);
+  if (s->rate_interval &&
+      c->rate_burst.load(std::memory_order_relaxed) != s->rate_burst)
+    c->rate_burst.store(s->rate_burst, std::memory_order_relaxed);
+  Rate r = rate_read(s, now);
   if (!r.interval) return r;
   if (c->rate_interval_ns.load(std::memory_order_relaxed) != r.interval)
     c->rate_interval_ns.store(r.interval, std::memory_order_relaxed);

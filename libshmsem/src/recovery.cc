@@ -223,6 +223,45 @@ void rebuild_leases(shmsem_t *s) {
   }
 }
 
+// Tickets start at 1 and grow by one a wait: none is 0, and none reaches
+// kForgedTicket (2^63 waits at a billion a second take 292 years). A queued
+// slot with such a ticket was written by a writer: it goes to the end of
+// the queue, renumbered after the others, so that tickets stay in FIFO
+// order and next_ticket above them (a ticket of 2^64 - 1 left nothing to
+// count up to). Its owner, if it waits, finds its ticket changed and
+// returns -ENOTRECOVERABLE, its wait withdrawn (waiter.cc).
+constexpr uint64_t kForgedTicket = uint64_t{1} << 63;
+
+bool forged_ticket(uint64_t t) { return t == 0 || t >= kForgedTicket; }
+
+void renumber_forged_tickets(
+    shmsem_t *s, const std::vector<std::pair<uint64_t, uint32_t>> &queued) {
+  Core *c = s->core;
+  uint64_t next = c->next_ticket;  // above max_valid, not forged (above)
+  bool forged = false;
+  for (const auto &q : queued) forged |= forged_ticket(q.first);
+  if (!forged) return;
+  for (const auto &q : queued)
+    if (forged_ticket(q.first)) {
+      queue_unlink(s, q.second);
+      __atomic_store_n(&s->slots[q.second].ticket, next++, __ATOMIC_RELAXED);
+      queue_append(s, q.second);
+    }
+  c->next_ticket = next;
+}
+
+// Process records in any state but FREE and USED: USED, so that the
+// leases their process may hold lock-free stay its own, and the next pass
+// judges the owner they name (a dead or zero one is freed then).
+void settle_procs(shmsem_t *s) {
+  for (uint32_t p = 0; p < s->max_procs; p++) {
+    std::atomic<uint32_t> &st = s->procs[p].state;
+    uint32_t v = st.load(std::memory_order_relaxed);
+    if (v != kProcFree && v != kProcUsed)
+      st.compare_exchange_strong(v, kProcUsed, std::memory_order_relaxed);
+  }
+}
+
 // 3. The slot free list, the array of slots in use and the queue. The
 // queue is ordered by (ticket, slot), each ticket read once: the sort must
 // never read the segment, where a writer may change tickets under it, and
@@ -234,7 +273,7 @@ void rebuild_slots(shmsem_t *s) {
   std::vector<std::pair<uint64_t, uint32_t>> queued;
   c->free_slot = kNone;
   c->n_used_slots.store(0, std::memory_order_relaxed);
-  uint64_t max_ticket = 0;
+  uint64_t max_valid = 0;
   for (uint32_t w = m; w-- > 0;) {
     WaiterSlot &ws = s->slots[w];
     uint32_t word = ws.word.load(std::memory_order_relaxed);
@@ -245,7 +284,7 @@ void rebuild_slots(shmsem_t *s) {
     }
     used_add(s, c->n_used_slots, s->used_slots, m, w, &ws.used_pos);
     uint64_t ticket = __atomic_load_n(&ws.ticket, __ATOMIC_RELAXED);
-    max_ticket = std::max(max_ticket, ticket);
+    if (!forged_ticket(ticket)) max_valid = std::max(max_valid, ticket);
     if (word == kSlotWaiting || word == kSlotLeftQueued)
       queued.emplace_back(ticket, w);
   }
@@ -254,7 +293,9 @@ void rebuild_slots(shmsem_t *s) {
   c->head = c->tail = kNone;
   c->waiting.store(0, std::memory_order_relaxed);
   for (const auto &q : queued) queue_append(s, q.second);
-  if (c->next_ticket <= max_ticket) c->next_ticket = max_ticket + 1;
+  if (c->next_ticket <= max_valid || forged_ticket(c->next_ticket))
+    c->next_ticket = max_valid + 1;
+  renumber_forged_tickets(s, queued);
 }
 
 // 3. The weighted leases' chains (section 13), from the records: each
@@ -308,6 +349,7 @@ void repair(shmsem_t *s) {
   write_reservations(s, rv);
   rebuild_leases(s);
   rebuild_slots(s);
+  settle_procs(s);
   store_counters(s, census(s));
   rebuild_weighted(s);
   (void)rate_clamp(s, mono_ns());

@@ -156,6 +156,12 @@ shmsem_t *make_handle(void *base, size_t size, bool rdonly,
   s->max_waiters = hdr.max_waiters;
   s->nonce = hdr.nonce;
   s->pidns = hdr.pidns;
+  // As segment_build() computed it, clamped as rate_read() clamps.
+  s->rate_interval =
+      hdr.rate ? std::clamp<uint64_t>(hdr.rate_period_ns / hdr.rate, 1,
+                                      kMaxRateIntervalNs)
+               : 0;
+  s->rate_burst = std::clamp<uint32_t>(hdr.burst, 1, SHMSEM_MAX_BURST);
   s->corrupt = false;
   return s;
 }

@@ -10,8 +10,12 @@
 //
 // The fuzzer repairs only what would make every input useless or would make
 // it block forever: with a fixed header (the default) the magic, version,
-// ready marker, sizes and offsets are rewritten for a small geometry, so
-// the rest of the image is what the library meets; and a lock word that
+// ready marker, sizes and offsets (of every table: leases, slots, the
+// arrays in use, declared holds, process records, lane hold times) are
+// rewritten for a small geometry, so the rest of the image is what the
+// library meets, and process records wholly past the image's end are
+// FREE with every lane naming no lease, as a fresh segment has them (the
+// table ends beyond -max_len); and a lock word that
 // names a thread which may be alive, as far as the handle in use can tell,
 // is cleared (a live holder is allowed to block every caller:
 // docs/DESIGN.md §7a).

@@ -4,7 +4,8 @@
 // op scripts each: every state gets the common ones, and the states of the
 // newer surface (weighted leases, reservations, a rate, a shrink, process
 // records) scripts that aim a writer at their own fields. An image is
-// written up to its last nonzero byte (the fuzzer zero-fills the rest).
+// written up to its last byte that is neither zero nor in the fresh process
+// records at the end of their table (the fuzzer fills both in again).
 // Usage: shmsem_fuzz_seeds DIR
 #include <errno.h>
 #include <fcntl.h>
@@ -381,7 +382,7 @@ void largest() {
   write_all("largest", sem, image);
 }
 
-// --- the newer surface ---------------------------------------------------------
+// --- the newer surface -----------------------------------------------------
 void must(int e, const char *what) {
   if (e) die(what, e);
 }
@@ -476,7 +477,8 @@ void weighted() {
              Script().poke(kFLeaseLink, 0, kVSelf).op(kRecover).end(),
              Script()
                  .at(HookPoint::RECLAIM_ONE, kFLeaseLink, 1, kVBit31, kVNone, 8)
-                 .at(HookPoint::RECLAIM_LOCKED, kFLeaseLink, 0, kVNext, kVSelf, 8)
+                 .at(HookPoint::RECLAIM_LOCKED, kFLeaseLink, 0, kVNext, kVSelf,
+                     8)
                  .op(kRecover)
                  .end()});
 }

@@ -14,6 +14,14 @@
 # worker, leaves its input in BUILD_DIR/fuzz/artifacts and makes this script
 # fail. The inputs of past findings (tests/fuzz/regressions/) are run first
 # with the seeds. Prints the executions (all workers) and the coverage.
+#
+# Every input ends with the writer stopped, shmsem_recover and
+# shmsem_check, which must return 0 (a failure is a finding: "ERROR: shmsem
+# fuzz: shmsem_check after shmsem_recover ..."). The environment passes on
+# to the fuzzer: SHMSEM_FUZZ_FINAL=repaired|off weakens that check,
+# SHMSEM_FUZZ_KNOWN="msg|msg" lets known check messages pass (printed once),
+# SHMSEM_FUZZ_TRACE=1 prints each op's time and the hook points' counts
+# (for replaying one input: segment_fuzz.cc).
 set -eu
 usage="usage: run.sh BUILD_DIR SECONDS [WORKERS] [CORPUS|fresh]"
 BUILD=$(cd "${1:?$usage}" && pwd)

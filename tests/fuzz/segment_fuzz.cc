@@ -24,15 +24,18 @@
 // same chain. Any sanitizer report, crash, hang (-timeout) or leak is a
 // finding.
 //
-// And one invariant: when the script is done, the writer stops, the async
+// And two invariants: when the script is done, the writer stops, the async
 // waiter is cancelled, shmsem_recover runs, and then shmsem_check must
 // return 0: whatever a writer left, a recovery with the writer gone leaves
-// a segment every invariant holds for (issue 24). A failure aborts with the
-// check's message. SHMSEM_FUZZ_FINAL=repaired asserts it only after a
-// recover that repaired (core.repairs moved), =off not at all (memory
-// safety alone). While fixes are pending, SHMSEM_FUZZ_KNOWN="msg|msg..."
-// lists check messages (prefixes) that are printed once each and not
-// aborted on, so that one known failure does not hide the others.
+// a segment every invariant holds for (issue 24); and a permit the stat
+// then shows free (nobody queued, not closed, a rate token there) must be
+// taken by shmsem_try_acquire: no permanent stop once the writer stopped.
+// A failure aborts with the check's message. SHMSEM_FUZZ_FINAL=repaired
+// asserts them only after a recover that repaired (core.repairs moved),
+// =off not at all (memory safety alone). While fixes are pending,
+// SHMSEM_FUZZ_KNOWN="msg|msg..." lists messages (prefixes) that are
+// printed once each and not aborted on, so that one known failure does not
+// hide the others. SHMSEM_FUZZ_TRACE=1 prints what an input does.
 //
 // Nothing here sends a signal or waits without a deadline: the only waits
 // are the library's, and each one has a deadline of at most kMaxBriefUs, or
@@ -76,8 +79,9 @@ using shmsem::testing::HookPoint;
 // The script: each read past its end yields zeros.
 class Reader {
  public:
-  Reader(const uint8_t *p, size_t n) : p_(p), n_(n) {}
+  Reader(const uint8_t *p, size_t n) : p0_(p), p_(p), n_(n) {}
   bool empty() const { return n_ == 0; }
+  size_t pos() const { return size_t(p_ - p0_); }
   uint8_t u8() {
     if (!n_) return 0;
     n_--;
@@ -88,6 +92,7 @@ class Reader {
   uint64_t u64() { return uint64_t(u32()) | uint64_t(u32()) << 32; }
 
  private:
+  const uint8_t *p0_;
   const uint8_t *p_;
   size_t n_;
 };
@@ -155,6 +160,11 @@ struct State {
 };
 State g;
 
+// SHMSEM_FUZZ_TRACE=1: each op (at its script offset), each write (offset
+// into the segment, value) and how long each op took, on stderr: to read
+// what a finding's input does, or why one is slow.
+bool g_trace = false;
+
 enum FinalMode { kFinalCheck, kFinalIfRepaired, kFinalOff };
 FinalMode g_final = kFinalCheck;
 std::vector<std::string> g_known;   // SHMSEM_FUZZ_KNOWN
@@ -181,6 +191,12 @@ bool is_lock_word(size_t off) {
 }
 
 void apply(const Poke &p) {
+  if (g_trace) {
+    uint64_t v = 0;
+    memcpy(&v, p.bytes, p.len < 8 ? p.len : 8);
+    fprintf(stderr, "segment_fuzz:   write @%zu len %zu value %#llx\n", p.off,
+            p.len, (unsigned long long)v);
+  }
   for (size_t i = 0; i < p.len; i++) {
     size_t off = p.off + i;
     if (off >= g.size || is_lock_word(off)) continue;
@@ -475,16 +491,21 @@ void apply_sym(uint8_t field, uint16_t idx, const SymVal &v) {
   uint32_t rec;
   if (!sym_locate(f, idx, &off, &rec) || off + f.width > g.size) return;
   char *p = g.map + off;
+  uint64_t val;
   if (f.width == 8) {
     auto *q = reinterpret_cast<uint64_t *>(p);
-    __atomic_store_n(q, sym_value(f, v, rec, __atomic_load_n(q, __ATOMIC_RELAXED)),
-                     __ATOMIC_RELAXED);
+    val = sym_value(f, v, rec, __atomic_load_n(q, __ATOMIC_RELAXED));
+    __atomic_store_n(q, val, __ATOMIC_RELAXED);
   } else {
     auto *q = reinterpret_cast<uint32_t *>(p);
-    __atomic_store_n(
-        q, uint32_t(sym_value(f, v, rec, __atomic_load_n(q, __ATOMIC_RELAXED))),
-        __ATOMIC_RELAXED);
+    val = uint32_t(sym_value(f, v, rec, __atomic_load_n(q, __ATOMIC_RELAXED)));
+    __atomic_store_n(q, uint32_t(val), __ATOMIC_RELAXED);
   }
+  if (g_trace)
+    fprintf(stderr,
+            "segment_fuzz:   write @%zu len %u value %#llx (field %u of "
+            "record %u)\n",
+            off, f.width, (unsigned long long)val, field % kFieldCount, rec);
 }
 
 // One pass of a hook point: a, then b at the next pass, then a again ...
@@ -557,7 +578,13 @@ void run_action(const Pending &a) {
   }
 }
 
+// How often each hook point was passed (printed at exit under
+// SHMSEM_FUZZ_TRACE: which steps the corpus reaches).
+uint64_t g_hook_hits[int(HookPoint::kCount)];
+uint64_t g_hook_acts[int(HookPoint::kCount)];
+
 void on_hook(HookPoint p, void *) {
+  g_hook_hits[int(p)]++;
   if (g.depth) return;  // not inside an action's own calls
   g.depth++;
   if (g.fire_armed && p == g.fire_at) {
@@ -566,6 +593,10 @@ void on_hook(HookPoint p, void *) {
   }
   for (Pending &a : g.pending) {
     if (!a.armed || a.at != p) continue;
+    g_hook_acts[int(p)]++;
+    if (g_trace)
+      fprintf(stderr, "segment_fuzz:   at %s:\n",
+              shmsem::testing::hook_name(p));
     if (a.act == kActPokeSym) {
       a.armed = step_sym(a.sym);  // again at the next pass, alternating
     } else {
@@ -801,7 +832,7 @@ void keep_lock_takeable() {
   reinterpret_cast<Core *>(g.map + kCoreOff)->lock_word.store(0);
 }
 
-// --- the newer surface ----------------------------------------------------------
+// --- the newer surface -----------------------------------------------------
 // A weight: 0 and max_permits + 1 are -EINVAL, the rest 1..max_permits.
 uint32_t weight_of(uint8_t b) { return b % (g.permits + 2); }
 
@@ -926,9 +957,6 @@ void waiter_cancel() {
   g.waiter_queued = false;
 }
 
-// SHMSEM_FUZZ_TRACE=1: each op and how long it took, on stderr (to read
-// what a finding's input does, or why one is slow).
-bool g_trace = false;
 const char *const kOpNames[] = {
     "TryAcquire",   "AcquirePast",  "AcquireBrief", "AcquireCancelled",
     "AcquireCancelLater", "Release", "ReleaseToken", "Shutdown",
@@ -944,8 +972,10 @@ void run_op_body(Reader &r, Op op);
 
 void run_op(Reader &r) {
   keep_lock_takeable();
+  size_t at = r.pos();
   Op op = Op(r.u8() % kOpCount);
   if (!g_trace) return run_op_body(r, op);
+  fprintf(stderr, "segment_fuzz: @%zu %s\n", at, kOpNames[op]);
   uint64_t t0 = mono_now();
   run_op_body(r, op);
   fprintf(stderr, "segment_fuzz: %-18s %8.1f us\n", kOpNames[op],
@@ -1106,7 +1136,8 @@ bool build_segment(const InputHeader &h, const uint8_t *image, size_t len) {
       if (off < n) continue;
       auto *rec = reinterpret_cast<ProcRecord *>(g.map + off);
       rec->state.store(kProcFree, std::memory_order_relaxed);
-      for (Lane &ln : rec->lanes) ln.loose.store(kNone, std::memory_order_relaxed);
+      for (Lane &ln : rec->lanes)
+        ln.loose.store(kNone, std::memory_order_relaxed);
     }
     hdr->magic = kMagic;
     hdr->layout_version = kLayoutVersion;
@@ -1141,6 +1172,21 @@ bool build_segment(const InputHeader &h, const uint8_t *image, size_t len) {
   return true;
 }
 
+// A broken invariant: abort with its message, unless SHMSEM_FUZZ_KNOWN
+// lists it (then say so once).
+void finding(const char *when, const char *msg) {
+  for (size_t i = 0; i < g_known.size(); i++) {
+    if (strncmp(msg, g_known[i].c_str(), g_known[i].size()) != 0) continue;
+    if (!g_known_seen[i])
+      fprintf(stderr, "segment_fuzz: known, not aborted on: %s\n", msg);
+    g_known_seen[i] = true;
+    return;
+  }
+  fprintf(stderr, "==%d== ERROR: shmsem fuzz: %s: %s\n", int(getpid()), when,
+          msg);
+  abort();
+}
+
 // The invariant of issue 24: with the writer gone, a recover leaves a
 // segment that passes every check. Writes stop first (hook actions
 // disarmed), our async wait is withdrawn (a queued waiter of a live thread
@@ -1164,19 +1210,41 @@ void final_check() {
     return;
   char msg[160];
   int e = shmsem::detail::check(g.s, msg, sizeof msg);
-  if (e != -EUCLEAN) return;
-  for (size_t i = 0; i < g_known.size(); i++) {
-    if (strncmp(msg, g_known[i].c_str(), g_known[i].size()) != 0) continue;
-    if (!g_known_seen[i])
-      fprintf(stderr, "segment_fuzz: known, not aborted on: %s\n", msg);
-    g_known_seen[i] = true;
+  if (e == -EUCLEAN)
+    return finding("shmsem_check after shmsem_recover (the writer stopped)",
+                   msg);
+  if (e != 0) return;
+  // And no permanent stop (issue 24, "the stated promise"): a permit the
+  // stat shows free, with nobody queued and a token in the bucket, is
+  // taken by a try.
+  // (The core's rate words, not the stat's `rate`, which is the header's
+  // rate as created: a writer may have set an interval of up to a day on
+  // a semaphore created without one, a rate limit like any other.)
+  struct shmsem_stat st;
+  const bool rated = reinterpret_cast<const Core *>(g.map + kCoreOff)
+                         ->rate_interval_ns.load(std::memory_order_relaxed);
+  if (shmsem_stat(g.s, &st) != 0 || st.closed || st.waiting ||
+      !st.available || ((st.rate || rated) && !st.rate_tokens))
+    return;
+  shmsem_lease_t l;
+  e = shmsem_try_acquire(g.s, &l);
+  if (e == 0) {
+    shmsem_release(g.s, &l);
     return;
   }
-  fprintf(stderr,
-          "==%d== ERROR: shmsem fuzz: shmsem_check after shmsem_recover "
-          "(the writer stopped): %s\n",
-          int(getpid()), msg);
-  abort();
+  snprintf(msg, sizeof msg,
+           "try_acquire fails (%s) on a free permit (available %u of %u, "
+           "rate tokens %u)",
+           shmsem_strerror(e), st.available, st.permits, st.rate_tokens);
+  finding("after shmsem_recover (the writer stopped)", msg);
+}
+
+void print_hook_counts() {
+  for (int i = 0; i < int(HookPoint::kCount); i++)
+    fprintf(stderr, "segment_fuzz: hook %-24s passed %10llu, acted at %8llu\n",
+            shmsem::testing::hook_name(HookPoint(i)),
+            (unsigned long long)g_hook_hits[i],
+            (unsigned long long)g_hook_acts[i]);
 }
 
 void finish_input() {
@@ -1228,6 +1296,7 @@ extern "C" int LLVMFuzzerInitialize(int *, char ***) {
     else if (!strcmp(f, "repaired")) g_final = kFinalIfRepaired;
   }
   g_trace = getenv("SHMSEM_FUZZ_TRACE") != nullptr;
+  if (g_trace) atexit(print_hook_counts);
   if (const char *k = getenv("SHMSEM_FUZZ_KNOWN")) {
     std::string all = k;
     for (size_t at = 0; at <= all.size();) {

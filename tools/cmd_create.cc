@@ -40,6 +40,11 @@ long parse_mode(std::string text) {
   return v;
 }
 
+// shmsem_create(3): a full refill of the burst (burst times the interval
+// between two acquisitions) takes at most 2^62 ns, about 146 years.
+constexpr uint64_t kMaxRateWindowNs = 1ull << 62;
+constexpr double kNsPerYear = 365.25 * 86'400e9;
+
 // A mistake on the command line the parser cannot see (options that do not
 // fit together): said as CLI11 says its own, exit status 2.
 int create_usage(const CreateOptions &o, const std::string &what) {
@@ -74,6 +79,23 @@ std::string existing_settings(const std::string &name) {
   return out.substr(1);
 }
 
+// The settings as given on the command line ("--permits 3 --rate 1/s").
+std::string given_settings(const CreateOptions &o,
+                           const struct shmsem_config &cfg) {
+  std::string out;
+  if (o.permits_given) out += " --permits " + std::to_string(o.permits);
+  if (o.max_permits) out += " --max-permits " + std::to_string(o.max_permits);
+  if (o.rate_given) out += " --rate " + o.rate;
+  if (o.burst) out += " --burst " + std::to_string(o.burst);
+  if (o.max_waiters) out += " --max-waiters " + std::to_string(o.max_waiters);
+  if (cfg.mode) {
+    char mode[24];
+    (void)snprintf(mode, sizeof mode, " --mode 0%o", cfg.mode);  // fits: 20 bytes at most
+    out += mode;
+  }
+  return out.empty() ? out : out.substr(1);
+}
+
 int run_create(const CreateOptions &o) {
   struct shmsem_config cfg = {};
   cfg.permits = o.permits;
@@ -83,6 +105,18 @@ int run_create(const CreateOptions &o) {
     std::string why = parse_rate(o.rate, &cfg.rate, &cfg.rate_period_ns);
     if (!why.empty()) return create_usage(o, why);
     cfg.burst = o.burst;
+    uint32_t burst = o.burst ? o.burst : 1;
+    uint64_t interval = cfg.rate_period_ns / cfg.rate;  // >= 1: parse_rate
+    if ((unsigned __int128)burst * interval > kMaxRateWindowNs) {
+      char years[32];
+      (void)snprintf(years, sizeof years, "%.0f",  // fits: below 10^12
+                     double(burst) * double(interval) / kNsPerYear);
+      return create_usage(
+          o, "--burst " + std::to_string(burst) + " is too large for --rate " +
+                 o.rate + ": refilling it takes about " + years +
+                 " years, and a rate limit may take at most about 146 (2^62 "
+                 "ns); give a smaller --burst or a faster --rate");
+    }
   }
   if (!o.permits_given && !o.rate_given)
     return create_usage(o, "--permits is required (or --rate, for a "
@@ -129,6 +163,13 @@ int run_create(const CreateOptions &o) {
       return kExitExists;
     }
   }
+  if (e == -EINVAL) {
+    // Everything the library checks is checked above; should it still
+    // refuse, name what it was given rather than its generic words.
+    return create_usage(o, "shmsem_create(3) refused the settings " +
+                               given_settings(o, cfg) +
+                               " as invalid; see its limits there");
+  }
   if (e) {
     report_error("create", o.name, e);
     return exit_code_for(e);
@@ -149,12 +190,12 @@ Subcommand add_create(CLI::App &parent) {
                       "Concurrency limit: permits out at once (0-1048576; "
                       "0 or left out with --rate: rate limit only)")
           ->option_text("N")
-          ->check(CLI::Range(0u, uint32_t(SHMSEM_MAX_PERMITS)));
+          ->transform(decimal(0, SHMSEM_MAX_PERMITS));
   sub->add_option("--max-permits", o->max_permits,
                   "Capacity 'shmsem set' may grow it to later (default: "
                   "--permits; 1024 with --rate alone)")
       ->option_text("M")
-      ->check(CLI::Range(1u, uint32_t(SHMSEM_MAX_PERMITS)));
+      ->transform(decimal(1, SHMSEM_MAX_PERMITS));
   CLI::Option *rate =
       sub->add_option("-r,--rate", o->rate,
                       "Rate limit: at most COUNT acquires per UNIT (ms, s, "
@@ -165,12 +206,12 @@ Subcommand add_create(CLI::App &parent) {
                   "Acquires the rate allows at once after a quiet spell "
                   "(default 1)")
       ->option_text("B")
-      ->check(CLI::Range(1u, uint32_t(SHMSEM_MAX_BURST)))
+      ->transform(decimal(1, SHMSEM_MAX_BURST))
       ->needs(rate);
   sub->add_option("-w,--max-waiters", o->max_waiters,
                   "Wait-queue bound (default 1024)")
       ->option_text("W")
-      ->check(CLI::Range(1u, uint32_t(SHMSEM_MAX_WAITERS)));
+      ->transform(decimal(1, SHMSEM_MAX_WAITERS));
   sub->add_option("-m,--mode", o->mode,
                   "Read/write bits of /dev/shm/NAME in octal, within 0666 "
                   "(default 0600)")

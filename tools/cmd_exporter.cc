@@ -54,10 +54,9 @@ std::string parse_listen(const std::string &text, ListenAddress *out) {
   if (colon == std::string::npos || colon == 0 || colon + 1 == text.size())
     return expected;
   std::string host = text.substr(0, colon), port = text.substr(colon + 1);
-  if (port.size() > 5 || port.find_first_not_of("0123456789") != std::string::npos)
-    return expected;
-  unsigned long p = std::stoul(port);
-  if (p > 65535) return expected;
+  uint64_t p = 0;  // decimal, as every number the command reads
+  std::string why = parse_decimal(port, 0, 65535, &p);
+  if (!why.empty()) return expected + "; port " + printable(why);
   out->port = unsigned(p);
   if (host == "localhost") host = "127.0.0.1";
   if (host.size() > 2 && host.front() == '[' && host.back() == ']') {

@@ -223,19 +223,12 @@ std::string take_late_options(RunOptions *o) {
   return "";
 }
 
-// --weight: 1 to SHMSEM_MAX_PERMITS, digits only. "" or the problem.
+// --weight: 1 to SHMSEM_MAX_PERMITS, in decimal (parse_decimal, as every
+// numeric option). "" or the problem, naming the option.
 std::string parse_weight(const std::string &text, uint32_t *k) {
   uint64_t v = 0;
-  for (char c : text) {
-    if (c < '0' || c > '9' || v > SHMSEM_MAX_PERMITS) {
-      v = 0;
-      break;
-    }
-    v = v * 10 + unsigned(c - '0');
-  }
-  if (v < 1 || v > SHMSEM_MAX_PERMITS)
-    return "invalid weight '" + text + "': give a number of permits, 1 to " +
-           std::to_string(SHMSEM_MAX_PERMITS);
+  std::string why = parse_decimal(text, 1, SHMSEM_MAX_PERMITS, &v);
+  if (!why.empty()) return "--weight: " + why;
   *k = uint32_t(v);
   return "";
 }
@@ -354,10 +347,12 @@ int run_run(RunOptions &o) {
             why.c_str(), printable(o.command[0]).c_str());
     return kExitRunTimedOut;
   }
+  // The library's -EINVAL does not say which argument; the one it can be
+  // here is the weight (the deadline and flags are ours).
   if (e == -EINVAL && have_st && weight > now_st.max_permits) {
     fprintf(stderr,
-            "shmsem: run %s: --weight %u is more than the %u permits it can "
-            "ever have (its --max-permits): it would never be granted; '%s' "
+            "shmsem: run %s: --weight %u is above the semaphore's maximum of "
+            "%u permits (its --max-permits): it could never be granted; '%s' "
             "was not run\n",
             printable(o.name).c_str(), weight, now_st.max_permits,
             printable(o.command[0]).c_str());

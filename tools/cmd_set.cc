@@ -78,7 +78,7 @@ Subcommand add_set(CLI::App &parent) {
                   "The new capacity, 0 to the semaphore's --max-permits")
       ->required()
       ->option_text("N")
-      ->check(CLI::Range(0u, uint32_t(SHMSEM_MAX_PERMITS)));
+      ->transform(decimal(0, SHMSEM_MAX_PERMITS));
   sub->footer(
       "Growing hands the new permits to the waiters in FIFO order. "
       "Shrinking takes free permits at once\nand retires held ones as "

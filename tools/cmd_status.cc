@@ -60,9 +60,12 @@ std::string or_dash(const std::string &s) { return s.empty() ? "-" : s; }
 // How long after the snapshot the rate limit's next token is there; 0 if
 // one is there now.
 uint64_t next_token_in(const Snapshot &s) {
-  return s.st.rate_tokens == 0 && s.st.rate_next_ns > s.stat_mono_ns
-             ? s.st.rate_next_ns - s.stat_mono_ns
-             : 0;
+  return token_due_in(s.st, s.stat_mono_ns);
+}
+
+// "1 permit", "3 permits"
+std::string permits_text(uint64_t n) {
+  return std::to_string(n) + (n == 1 ? " permit" : " permits");
 }
 
 // "4 permits (shrinking: 2 still held above it), max 8, up to 1024 waiters"
@@ -248,6 +251,23 @@ void render_text(const Snapshot &s, FILE *f) {
     print_table(f, {"LEASE", "STATE", "WEIGHT", "PID", "COMMAND", "ALIVE", "HELD FOR", "DECLARED", "ARGS"},
                 rows);
   }
+  // Leases of processes proven dead stay out until something reclaims
+  // them: say what does, now.
+  uint64_t dead_leases = 0, dead_permits = 0;
+  for (const Holder &h : s.holders)
+    if (!h.owner.alive) {  // proven dead ("unknown" counts as alive)
+      dead_leases++;
+      dead_permits += h.weight;
+    }
+  if (dead_leases)
+    fprintf(f, "  %llu %s (%s) %s by %s that died: run 'shmsem recover %s' "
+               "to free %s now\n",
+            (unsigned long long)dead_leases,
+            dead_leases == 1 ? "lease" : "leases",
+            permits_text(dead_permits).c_str(),
+            dead_leases == 1 ? "is held" : "are held",
+            dead_leases == 1 ? "a process" : "processes",
+            printable(s.name).c_str(), dead_leases == 1 ? "it" : "them");
 
   fprintf(f, "\nWaiters (queue order): %zu%s\n", s.waiters.size(),
           s.queue_rebuilt ? " (queue changed while reading; ordered by ticket)"
@@ -262,6 +282,16 @@ void render_text(const Snapshot &s, FILE *f) {
                       format_duration(w.waiting_ns), or_dash(w.owner.cmdline)});
     print_table(f, {"POS", "TICKET", "WEIGHT", "RESERVED", "PID", "COMMAND", "ALIVE", "WAITING FOR", "ARGS"},
                 rows);
+    // A rate-limited head that has its permits waits for a token: its
+    // RESERVED alone would read as stuck.
+    const Waiter &head = s.waiters.front();
+    if (waits_for_token(st, head.position, head.weight, head.reserved)) {
+      uint64_t due = next_token_in(s);
+      std::string when = due ? "in " + format_duration(due) : "now";
+      fprintf(f, "  The head of the queue has its %s reserved and is waiting "
+                 "for a token, due %s\n",
+              permits_text(head.weight).c_str(), when.c_str());
+    }
   }
 
   fprintf(f, "\nCounters:\n");
@@ -410,7 +440,11 @@ Subcommand add_status(CLI::App &parent) {
       "lock, so on a busy semaphore they may be a moment apart.\n"
       "A lease of several permits (run --weight) is one holder row with its "
       "WEIGHT; a waiter's RESERVED\ncounts the permits set aside for it "
-      "while it gathers its WEIGHT at the head of the queue.\n"
+      "while it gathers its WEIGHT at the head of the queue. With a\nrate "
+      "limit, a head that has all of them waits for a token: a line under the "
+      "queue says when it is due.\nA holder whose process died (ALIVE dead) "
+      "keeps its permits until reclaimed: 'shmsem recover NAME'\nreclaims "
+      "them now (an acquire that would wait does it too).\n"
       "After a shrink (shmsem set), 'capacity' shows how many permits are "
       "still held above it.\n"
       "DECLARED is how long a holder said it would hold its lease (run "

@@ -45,6 +45,8 @@ namespace {
 constexpr uint64_t kMinDelayNs = 10'000'000ull;        // 10ms
 constexpr uint64_t kMaxDelayNs = 3'600'000'000'000ull;  // 1h
 constexpr uint64_t kDefaultDelayNs = 2'000'000'000ull;
+// -n: at most this many refreshes.
+constexpr uint64_t kMaxIterations = 1'000'000'000ull;
 
 struct TopOptions {
   std::vector<std::string> names;
@@ -54,7 +56,7 @@ struct TopOptions {
 };
 
 std::string delay_problem(const std::string &text, uint64_t *ns) {
-  std::string what = "invalid delay '" + printable(text) + "': ";
+  std::string what = "invalid delay '" + text + "': ";
   uint64_t v = 0;
   if (!parse_duration(text, &v).empty())
     return what + "expected seconds, e.g. 2, 0.5 or 500ms";
@@ -62,18 +64,6 @@ std::string delay_problem(const std::string &text, uint64_t *ns) {
     return what + "must be more than 0, at least 0.01 seconds (10ms)";
   if (v > kMaxDelayNs) return what + "must be at most 3600 seconds (1h)";
   *ns = v;
-  return "";
-}
-
-std::string iterations_problem(const std::string &text, uint64_t *n) {
-  std::string what = "invalid iteration count '" + printable(text) +
-                     "': expected a whole number from 1 to 1000000000";
-  if (text.empty() || text.size() > 10 ||
-      text.find_first_not_of("0123456789") != std::string::npos)
-    return what;
-  uint64_t v = strtoull(text.c_str(), nullptr, 10);
-  if (v < 1 || v > 1'000'000'000ull) return what;
-  *n = v;
   return "";
 }
 
@@ -380,25 +370,22 @@ Subcommand add_top(CLI::App &parent) {
           // cppcheck-suppress constParameter ; CLI11's validator signature
           [o](std::string &value) { return delay_problem(value, &o->delay_ns); },
           "", ""));
-  sub->add_option_function<std::string>(
-         "-n,--iterations", [o](const std::string &) {},
-         "Refresh this many times, then exit 0 (default: until q)")
+  sub->add_option("-n,--iterations", o->iterations,
+                  "Refresh this many times, then exit 0 (default: until q)")
       ->option_text("N")
-      ->check(CLI::Validator(
-          // cppcheck-suppress constParameter ; CLI11's validator signature
-          [o](std::string &value) {
-            return iterations_problem(value, &o->iterations);
-          },
-          "", ""));
+      ->transform(decimal(1, kMaxIterations));
   sub->add_flag("-b,--batch", o->batch,
                 "Print plain snapshots one after another, no screen control "
                 "(also when stdout is not a terminal)");
   sub->footer(
-      "Each semaphore: capacity, held, waiting, the oldest wait, overdue "
-      "leases, and acquisitions and\ntimeouts per second over the last "
-      "interval ('-' on the first screen); then its holders and its\nwaiters "
-      "in queue order. Keys: q quits, space refreshes now. Reads through "
-      "read-only snapshots:\nread permission on /dev/shm/NAME is enough.");
+      "Each semaphore: capacity, held, waiting, the oldest wait, the rate "
+      "limit's tokens (with the\nnext one's time when none is left), overdue "
+      "leases, leases of dead processes (with the\n'shmsem recover' that "
+      "frees them), and acquisitions and timeouts per second over the last\n"
+      "interval ('-' on the first screen); then its holders and its waiters "
+      "in queue order (a head\nthat has its permits and waits for a token: "
+      "'token in 50ms'). Keys: q quits, space refreshes now.\nReads through "
+      "read-only snapshots: read permission on /dev/shm/NAME is enough.");
   return {sub, [o] { return run_top(*o); },
           "shmsem top [-d SECONDS] [-n N] [-b] [NAME...]"};
 }

@@ -89,6 +89,33 @@ std::string printable(const std::string &text) {
   return out;
 }
 
+std::string parse_decimal(const std::string &text, uint64_t min, uint64_t max,
+                          uint64_t *out) {
+  const std::string range = std::to_string(min) + " to " + std::to_string(max);
+  bool negative = !text.empty() && text[0] == '-';
+  size_t start = negative ? 1 : 0;
+  if (text.size() == start ||
+      text.find_first_not_of("0123456789", start) != std::string::npos)
+    return "'" + text +
+           "' is not a number: give a whole number in decimal digits, " + range;
+  // A number: too many digits for 64 bits is out of range, not an error of
+  // another kind.
+  uint64_t v = 0;
+  bool huge = false;
+  for (size_t i = start; i < text.size() && !huge; i++) {
+    auto digit = unsigned(text[i] - '0');
+    if (v > (UINT64_MAX - digit) / 10)
+      huge = true;
+    else
+      v = v * 10 + digit;
+  }
+  if (negative && v == 0 && !huge) negative = false;  // "-0" is 0
+  if (negative || huge || v < min || v > max)
+    return text + " is out of range: give " + range;
+  *out = v;
+  return "";
+}
+
 std::string parse_duration(const std::string &text, uint64_t *ns) {
   std::string bad = "invalid duration '" + text +
                     "': use a number with an optional unit ms, s, m "
@@ -245,10 +272,14 @@ std::string format_rate(uint32_t count, uint64_t period_ns) {
 
 namespace {
 
-// What to do about an error, in the user's terms; "" if nothing useful.
-std::string hint_for(int err, const std::string &name) {
+// What to do about an error of `verb`, in the user's terms; "" if nothing
+// useful.
+std::string hint_for(int err, const std::string &name, const std::string &verb) {
   switch (-err) {
     case ENOENT:
+      // Removing or closing what is not there is no reason to create it.
+      if (verb == "rm") return "";
+      if (verb == "recover" || verb == "shutdown") return "see 'shmsem list'";
       return "create it with 'shmsem create " + name + " --permits N', or see 'shmsem list'";
     case EACCES:
       return "check the owner and mode of /dev/shm" + name +
@@ -279,7 +310,7 @@ std::string hint_for(int err, const std::string &name) {
 }  // namespace
 
 void report_error(const char *verb, const std::string &name, int err) {
-  std::string hint = hint_for(err, printable(name));
+  std::string hint = hint_for(err, printable(name), verb);
   fprintf(stderr, "shmsem: %s %s: %s%s%s\n", verb, printable(name).c_str(),
           shmsem_strerror(err), hint.empty() ? "" : "; ", hint.c_str());
 }

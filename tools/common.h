@@ -1,6 +1,6 @@
-// Helpers every subcommand shares: semaphore-name and duration parsing,
-// reporting library errors in plain words, mapping them to exit codes, and
-// reading a process's name from /proc.
+// Helpers every subcommand shares: semaphore-name, number and duration
+// parsing, reporting library errors in plain words, mapping them to exit
+// codes, and reading a process's name from /proc.
 #ifndef SHMSEM_TOOLS_COMMON_H
 #define SHMSEM_TOOLS_COMMON_H
 
@@ -28,6 +28,19 @@ std::string name_problem(const std::string &name);
 // with an escape sequence in it must not repaint the operator's terminal.
 std::string printable(const std::string &text);
 
+// Parse a whole number written in decimal digits, `min` to `max`: the one
+// reader of every numeric option (through decimal() in commands.h for those
+// CLI11 parses). "010" is ten, as a script that zero-pads means it; "0x10",
+// "1e3", "2abc", "+5", " 5" and "" are not numbers (C's strtoul with base 0,
+// which CLI11 uses, would read the first two as 16 and 8). Returns "" and
+// sets *out, or what is wrong, beginning with the text as given:
+// "'1e3' is not a number: give a whole number in decimal digits, 0 to
+// 1048576" or "2000000 is out of range: give 0 to 1048576" (a number with a
+// minus sign is out of range too). The text is quoted as given: print the
+// message through printable().
+std::string parse_decimal(const std::string &text, uint64_t min, uint64_t max,
+                          uint64_t *out);
+
 // Parse "500ms", "5s", "2m", "1h", "1.5s" or plain seconds ("5", "0.25").
 // Returns "" and sets *ns, or returns what is wrong with `text`.
 std::string parse_duration(const std::string &text, uint64_t *ns);
@@ -49,7 +62,8 @@ std::string parse_rate(const std::string &text, uint32_t *count,
 std::string format_rate(uint32_t count, uint64_t period_ns);
 
 // Print "shmsem: <verb> <name>: <library message>[; <hint>]" to stderr.
-// `err` is a negative errno from the library; the hint says what to do.
+// `err` is a negative errno from the library; the hint says what to do
+// about it when `verb` is done (`rm` of a missing name: nothing).
 void report_error(const char *verb, const std::string &name, int err);
 
 // The exit code for a library error (exit_codes.h).

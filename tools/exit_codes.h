@@ -6,8 +6,9 @@
 // |-------|----------------------------------------------------------------|
 // | 0     | success                                                        |
 // | 1     | the operation failed (permission, closed, system error, ...)   |
-// | 2     | bad command line: unknown option, invalid name, duration or    |
-// |       | rate, options that do not fit, `set` above --max-permits       |
+// | 2     | bad command line: unknown option, invalid name, duration,      |
+// |       | rate or number (not decimal digits, or out of range), options  |
+// |       | that do not fit, `set` above --max-permits                     |
 // | 3     | no such semaphore                                              |
 // | 4     | the semaphore exists (create --exclusive, or other settings)   |
 //

@@ -32,6 +32,17 @@ CLI::Option *add_name_option(CLI::App *sub, std::string *name) {
           [](std::string &value) { return name_problem(value); }, "", ""));
 }
 
+CLI::Validator decimal(uint64_t min, uint64_t max) {
+  return CLI::Validator(
+      [min, max](std::string &value) {
+        uint64_t v = 0;
+        std::string problem = parse_decimal(value, min, max, &v);
+        if (problem.empty()) value = std::to_string(v);
+        return problem;
+      },
+      "", "");
+}
+
 namespace {
 
 // CLI11 derives "Usage:" from the options; ours are written out by hand
@@ -89,6 +100,8 @@ int main_impl(int argc, char **argv) {
   app.footer(
       "Names look like /pool (a file in /dev/shm). Durations: 500ms, 5s, 2m, "
       "1h or plain seconds.\n"
+      "Numbers are whole and decimal (010 is ten; 0x10 and 1e3 are refused); "
+      "only create --mode is octal.\n"
       "Rates (create --rate): 100/s, 5/min, 1/h, 250/ms, 3/10s or a plain "
       "number per second.\n"
       "Exit status: 0 ok, 1 failed, 2 bad usage, 3 no such semaphore, 4 "

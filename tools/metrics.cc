@@ -154,6 +154,13 @@ void add_pool(Builder &b, const PoolReading &r) {
           r, in.overdue);
   b.gauge("shmsem_overdue_permits", "Permits under overdue leases", r,
           in.overdue_permits);
+  b.gauge("shmsem_dead_leases",
+          "Leases held by processes that died, not yet reclaimed (shmsem "
+          "recover NAME reclaims them now)",
+          r, r.dead_leases);
+  b.gauge("shmsem_dead_permits",
+          "Permits under leases held by processes that died", r,
+          double(r.dead_permits));
   if (st.rate)
     b.gauge("shmsem_rate_tokens",
             "Tokens in the rate limit's bucket (0 to its burst)", r,
@@ -262,10 +269,24 @@ PoolReading read_pool(const std::string &name) {
   shmsem_t *s = nullptr;
   r.error = shmsem_open(name.c_str(), SHMSEM_SNAPSHOT, &s);
   if (r.error) return r;
+  // Count first, then the holders: the copy does not change between the
+  // two calls. -ENOBUFS only says that a list not asked for (the waiters)
+  // did not fit: the counts and the holders asked for are there.
   int e = shmsem_inspect(s, &r.in, nullptr, 0, nullptr, 0);
+  std::vector<struct shmsem_holder> holders;
+  if ((e == 0 || e == -ENOBUFS) && r.in.nholders) {
+    holders.resize(std::min(r.in.nholders, r.in.stat.max_permits));
+    e = shmsem_inspect(s, &r.in, holders.data(), uint32_t(holders.size()),
+                       nullptr, 0);
+    holders.resize(std::min<size_t>(holders.size(), r.in.nholders));
+  }
   shmsem_detach(s);
-  // -ENOBUFS only says the (empty) lists did not fit: the counts are there.
   r.error = e == -ENOBUFS ? 0 : e;
+  for (const struct shmsem_holder &h : holders)
+    if (h.liveness == SHMSEM_OWNER_DEAD) {
+      r.dead_leases++;
+      r.dead_permits += h.weight;
+    }
   uint64_t mono = now_ns(CLOCK_MONOTONIC);
   uint64_t real = now_ns(CLOCK_REALTIME);
   uint64_t since = mono > r.in.now_ns ? mono - r.in.now_ns : 0;

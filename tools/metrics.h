@@ -26,13 +26,17 @@ struct PoolReading {
   // read together just after the snapshot), to turn the monotonic
   // oldest_*_since_ns times into Unix times.
   uint64_t realtime_at_snapshot_ns = 0;
+  // Leases held by processes proven dead (SHMSEM_OWNER_DEAD), not yet
+  // reclaimed, and the permits under them.
+  uint32_t dead_leases = 0;
+  uint64_t dead_permits = 0;
 };
 
 // Read `name` now: a private copy of its segment (shmsem_open with
 // SHMSEM_SNAPSHOT: read permission is enough, nothing is written), then
-// shmsem_inspect without holder or waiter lists. Never fails: a semaphore
-// that cannot be read (gone, no permission, not a semaphore, damaged) is a
-// reading with `error` set.
+// shmsem_inspect with the holders (for their owners' liveness) but not the
+// waiters. Never fails: a semaphore that cannot be read (gone, no
+// permission, not a semaphore, damaged) is a reading with `error` set.
 PoolReading read_pool(const std::string &name);
 
 // Read the semaphores in `names` (duplicates once), or, if `names` is empty,

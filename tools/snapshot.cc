@@ -85,6 +85,17 @@ const char *liveness_word(uint32_t liveness) {
 
 }  // namespace
 
+uint64_t token_due_in(const struct shmsem_stat &st, uint64_t now_ns) {
+  return st.rate && st.rate_tokens == 0 && st.rate_next_ns > now_ns
+             ? st.rate_next_ns - now_ns
+             : 0;
+}
+
+bool waits_for_token(const struct shmsem_stat &st, uint32_t position,
+                     uint32_t weight, uint32_t reserved) {
+  return st.rate && position == 1 && weight > 0 && reserved >= weight;
+}
+
 void describe_process(int32_t pid, uint32_t liveness, ProcessInfo *info) {
   info->pid = pid;
   // The library's rules: "dead" only with proof; "unknown" counts as alive.

@@ -110,6 +110,17 @@ struct Snapshot {
 // name.
 int take_snapshot(const std::string &name, Snapshot *out);
 
+// The rate limit's next token, as seen at `now_ns` (CLOCK_MONOTONIC): how
+// long until it comes; 0 if one is there now (or the semaphore has no rate).
+uint64_t token_due_in(const struct shmsem_stat &st, uint64_t now_ns);
+
+// True for the head of the queue (position 1) of a semaphore with a rate
+// limit when it has every permit it asked for reserved: it waits only for
+// a token (token_due_in), not for permits. Shown as such, not as a
+// partial reservation, which reads as stuck.
+bool waits_for_token(const struct shmsem_stat &st, uint32_t position,
+                     uint32_t weight, uint32_t reserved);
+
 // Fill `info` for an owner process `pid` whose liveness shmsem_inspect
 // judged (SHMSEM_OWNER_*). The command name and line come from /proc only
 // for an alive owner (not from a process that reused a dead owner's PID).

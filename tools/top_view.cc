@@ -9,6 +9,7 @@
 #include <algorithm>
 
 #include "common.h"
+#include "snapshot.h"
 
 namespace shmsem::cli {
 namespace {
@@ -24,7 +25,7 @@ constexpr size_t kIdWidth = 5;        // LEASE, POS
 constexpr size_t kWeightWidth = 6;
 constexpr size_t kPidWidth = 7;       // pid_max is at most 4194304
 constexpr size_t kCommandWidth = 16;  // comm is at most 15 bytes, unescaped
-constexpr size_t kStateWidth = 11;    // "partial 1/2"
+constexpr size_t kStateWidth = 15;    // "partial 1/2", "token in 12m05s"
 constexpr size_t kTimeWidth = 8;      // HELD FOR, WAITING
 constexpr size_t kDeclaredWidth = 14; // "3m20s OVERDUE"
 
@@ -75,11 +76,29 @@ std::string pool_header(const PoolSample &p) {
     oldest = p.waiters.front().w.waited_ns;
   if (st.waiting || !p.waiters.empty())
     out += "  oldest wait " + format_duration(oldest);
+  if (st.rate) {
+    out += "  tokens " + std::to_string(st.rate_tokens) + "/" +
+           std::to_string(st.burst);
+    uint64_t due = token_due_in(st, in.now_ns);
+    if (due) out += " (next in " + format_duration(due) + ")";
+  }
   if (in.overdue)
     out += "  OVERDUE " + std::to_string(in.overdue) +
            (in.overdue == 1 ? " lease (" : " leases (") +
            std::to_string(in.overdue_permits) +
            (in.overdue_permits == 1 ? " permit)" : " permits)");
+  uint64_t dead = 0, dead_permits = 0;
+  for (const TopHolder &t : p.holders)
+    if (t.h.liveness == SHMSEM_OWNER_DEAD) {
+      dead++;
+      dead_permits += t.h.weight;
+    }
+  if (dead)
+    out += "  DEAD " + std::to_string(dead) +
+           (dead == 1 ? " lease (" : " leases (") +
+           std::to_string(dead_permits) +
+           (dead_permits == 1 ? " permit)" : " permits)") +
+           ": run 'shmsem recover " + printable(p.name) + "'";
   out += "  acq/s " + per_second_text(p.rates_known, p.acquisitions_per_s) +
          "  timeouts/s " + per_second_text(p.rates_known, p.timeouts_per_s);
   if (st.closed) out += "  CLOSED";
@@ -88,9 +107,9 @@ std::string pool_header(const PoolSample &p) {
 }
 
 const char *kHolderTitle =
-    "  LEASE WEIGHT     PID COMMAND          STATE       HELD FOR  DECLARED       ARGS";
+    "  LEASE WEIGHT     PID COMMAND          STATE           HELD FOR  DECLARED       ARGS";
 const char *kWaiterTitle =
-    "    POS WEIGHT     PID COMMAND          STATE        WAITING  ARGS";
+    "    POS WEIGHT     PID COMMAND          STATE            WAITING  ARGS";
 
 std::string holder_row(const TopHolder &t) {
   const struct shmsem_holder &h = t.h;
@@ -111,14 +130,20 @@ std::string holder_row(const TopHolder &t) {
          dash_if_empty(printable(t.cmdline));
 }
 
-std::string waiter_row(const TopWaiter &t) {
+// `stat` and `now_ns`: the sample's, for a head waiting for a token.
+std::string waiter_row(const TopWaiter &t, const struct shmsem_stat &stat,
+                       uint64_t now_ns) {
   const struct shmsem_waiter_info &w = t.w;
   std::string state = "queued";
-  if (w.liveness == SHMSEM_OWNER_DEAD)
+  if (w.liveness == SHMSEM_OWNER_DEAD) {
     state = "DEAD";
-  else if (w.reserved)
+  } else if (waits_for_token(stat, w.position, w.weight, w.reserved)) {
+    uint64_t due = token_due_in(stat, now_ns);
+    state = due ? "token in " + format_duration(due) : "token now";
+  } else if (w.reserved) {
     state = "partial " + std::to_string(w.reserved) + "/" +
             std::to_string(w.weight);
+  }
   return "  " + pad_left(std::to_string(w.position), kIdWidth) + " " +
          pad_left(std::to_string(w.weight), kWeightWidth) + " " +
          pad_left(std::to_string(w.pid), kPidWidth) + " " +
@@ -296,7 +321,9 @@ std::vector<std::string> render_top(const std::vector<PoolSample> &pools,
     add_list(&lines, p.holders, cap, kHolderTitle, "holder", "holders",
              holder_row);
     add_list(&lines, p.waiters, cap, kWaiterTitle, "waiter", "waiters",
-             waiter_row);
+             [&p](const TopWaiter &t) {
+               return waiter_row(t, p.in.stat, p.in.now_ns);
+             });
   }
 
   // Still too tall (many semaphores): cut, saying how many are not shown.

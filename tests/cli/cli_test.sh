@@ -42,7 +42,14 @@ MissingSemaphoreExits3() {
 	for sub in status recover shutdown rm; do
 		expect_rc 3 "$SHMSEM" "$sub" "$n"
 		expect_err "shmsem: $sub $n: no such semaphore"
-		expect_err "shmsem create $n --permits N"
+	done
+	# Only where creating it is what one may want: not to remove it, or
+	# to close or recover what is not there.
+	expect_rc 3 "$SHMSEM" status "$n"
+	expect_err "shmsem create $n --permits N"
+	for sub in recover shutdown rm; do
+		expect_rc 3 "$SHMSEM" "$sub" "$n"
+		! grep -q "shmsem create" "$TMP/err" || fail "$sub of a missing semaphore advises creating it"
 	done
 	expect_rc 125 "$SHMSEM" run "$n" -- true
 	expect_err "no such semaphore"
@@ -681,11 +688,15 @@ RunWeightShowsOneHolderWithItsWeight() {
 	expect_json "d['available'], d['held'], d['reserved'], d['holders']" "(3, 0, 0, [])"
 	# Never grantable, or not a number: shmsem run fails (125).
 	expect_rc 125 "$SHMSEM" run --weight 4 "$n" -- true
-	expect_err "--weight 4 is more than the 3 permits it can ever have"
+	expect_err "--weight 4 is above the semaphore's maximum of 3 permits"
 	local w
-	for w in 0 x -1 2x ""; do
+	for w in x 2x ""; do
 		expect_rc 125 "$SHMSEM" run "$n" --weight "$w" -- true
-		expect_err "invalid weight '$w'"
+		expect_err "--weight: '$w' is not a number"
+	done
+	for w in 0 -1; do
+		expect_rc 125 "$SHMSEM" run "$n" --weight "$w" -- true
+		expect_err "--weight: $w is out of range"
 	done
 	expect_rc 0 "$SHMSEM" run "$n" --weight=3 -- true
 }
@@ -750,6 +761,187 @@ RunIsRateLimited() {
 	(((t1 - t0) >= 440000000)) || fail "10 runs at 20/s took $(((t1 - t0) / 1000000)) ms, under 450 ms"
 	expect_rc 0 "$SHMSEM" status --json "$n"
 	expect_json "d['counters']['acquisitions'], d['held'], d['rate']['burst']" "(10, 0, 1)"
+}
+
+# Issue 25 item 2: every number on the command line is decimal. A script
+# that zero-pads means decimal ("010" is ten); what C's strtoul(..., 0)
+# would take as octal or hex ("0x10") is refused. Words: "not a number"
+# for what is no number, "out of range" only for a number outside the
+# range, naming the option.
+NumbersAreDecimalInEveryOption() {
+	local n v
+	n=$(name decimal)
+	expect_rc 0 "$SHMSEM" create "$n" --permits 010 --max-permits 020 --max-waiters 010 --rate 010/s --burst 010
+	expect_rc 0 "$SHMSEM" status --json "$n"
+	expect_json "d['capacity'], d['max_permits'], d['max_waiters'], d['rate']['count'], d['rate']['burst']" "(10, 20, 10, 10, 10)"
+	expect_rc 0 "$SHMSEM" set "$n" --permits 012
+	expect_out "$n: capacity 12 (was 10)"
+	# run --weight, before NAME (CLI11 reads it) and after (run reads it):
+	# the command sees the 10 permits held.
+	expect_rc 0 "$SHMSEM" run --weight 010 "$n" -- "$SHMSEM" status --json "$n"
+	expect_json "d['held']" "10"
+	expect_rc 0 "$SHMSEM" run "$n" --weight 010 -- "$SHMSEM" status --json "$n"
+	expect_json "d['held']" "10"
+	expect_rc 0 "$SHMSEM" top -b -n 02 -d 0.01 "$n"
+	[[ $(grep -c '^shmsem top ' "$TMP/out") == 2 ]] || fail "top -n 02 did not print two snapshots"
+	# Not numbers, in every numeric option of every subcommand.
+	for v in 0x10 1e3 2abc "" " 5" +5 1.5 0o10; do
+		expect_rc 2 "$SHMSEM" create "$(name never)" --permits "$v"
+		expect_err "shmsem: create: --permits: '$v' is not a number: give a whole number in decimal digits, 0 to 1048576"
+		expect_rc 2 "$SHMSEM" create "$(name never)" --permits 1 --max-permits "$v"
+		expect_err "--max-permits: '$v' is not a number"
+		expect_rc 2 "$SHMSEM" create "$(name never)" --permits 1 --max-waiters "$v"
+		expect_err "--max-waiters: '$v' is not a number"
+		expect_rc 2 "$SHMSEM" create "$(name never)" --rate 1/s --burst "$v"
+		expect_err "--burst: '$v' is not a number"
+		expect_rc 2 "$SHMSEM" set "$n" --permits "$v"
+		expect_err "shmsem: set: --permits: '$v' is not a number"
+		expect_rc 125 "$SHMSEM" run "$n" --weight "$v" -- true
+		expect_err "shmsem: run $n: --weight: '$v' is not a number: give a whole number in decimal digits, 1 to 1048576"
+		expect_rc 125 "$SHMSEM" run --weight "$v" "$n" -- true
+		expect_err "--weight: '$v' is not a number"
+		expect_rc 2 "$SHMSEM" top -b -n "$v" "$n"
+		expect_err "shmsem: top: --iterations: '$v' is not a number"
+		expect_rc 2 "$SHMSEM" exporter --listen "127.0.0.1:$v"
+		expect_err "invalid --listen"
+	done
+	[[ ! -e /dev/shm$(name never) ]] || fail "a refused number created a semaphore"
+	# Numbers outside the range, however many digits.
+	for v in 2000000 99999999999999999999999 -1; do
+		expect_rc 2 "$SHMSEM" create "$(name never)" --permits "$v"
+		expect_err "shmsem: create: --permits: $v is out of range: give 0 to 1048576"
+		expect_rc 2 "$SHMSEM" set "$n" --permits "$v"
+		expect_err "--permits: $v is out of range"
+		expect_rc 125 "$SHMSEM" run "$n" --weight "$v" -- true
+		expect_err "--weight: $v is out of range: give 1 to 1048576"
+		expect_rc 2 "$SHMSEM" exporter --listen "127.0.0.1:$v"
+		expect_err "port $v is out of range: give 0 to 65535"
+	done
+	expect_rc 2 "$SHMSEM" create "$(name never)" --permits 1 --max-waiters 0
+	expect_err "--max-waiters: 0 is out of range: give 1 to 1048576"
+	expect_rc 2 "$SHMSEM" top -b -n 1000000001 "$n"
+	expect_err "--iterations: 1000000001 is out of range: give 1 to 1000000000"
+	expect_rc 125 "$SHMSEM" run "$n" --weight 0 -- true
+	expect_err "--weight: 0 is out of range"
+	# The capacity is still what the last good command set.
+	expect_rc 0 "$SHMSEM" status --json "$n"
+	expect_json "d['capacity'], d['held']" "(12, 0)"
+}
+
+# Issue 25 item 6: the library's one -EINVAL message ("invalid argument
+# (name, configuration or lease)") is never what the command says: it
+# names the argument and why.
+InvalidArgumentsSayWhichAndWhy() {
+	local n
+	n=$(name einval)
+	"$SHMSEM" create "$n" --permits 2 --max-permits 4
+	expect_rc 125 "$SHMSEM" run "$n" --weight 9 -- touch "$TMP/ran"
+	expect_err "shmsem: run $n: --weight 9 is above the semaphore's maximum of 4 permits (its --max-permits): it could never be granted; 'touch' was not run"
+	[[ ! -e $TMP/ran ]] || fail "the command ran"
+	expect_rc 2 "$SHMSEM" set "$n" --permits 5
+	expect_err "cannot set the capacity to 5: it may be at most 4"
+	# A burst whose refill would take longer than shmsem_create(3) allows
+	# (2^62 ns): the library's -EINVAL, said in the command's words.
+	expect_rc 2 "$SHMSEM" create "$(name burst)" --rate 1/2h --burst 1048576
+	expect_err "--burst 1048576 is too large for --rate 1/2h: refilling it takes about 239 years, and a rate limit may take at most about 146 (2^62 ns); give a smaller --burst or a faster --rate"
+	[[ ! -e /dev/shm$(name burst) ]] || fail "a refused burst created a semaphore"
+	expect_rc 0 "$SHMSEM" create "$(name burst)" --rate 1/h --burst 1048576
+	local cmd
+	for cmd in "run $n --weight 9 -- true" "set $n --permits 5" "create $(name burst2) --rate 1/2h --burst 1048576"; do
+		# shellcheck disable=SC2086 # word splitting wanted
+		"$SHMSEM" $cmd >"$TMP/out" 2>"$TMP/err" || true
+		! grep -q "invalid argument" "$TMP/err" || fail "'shmsem $cmd' gave the generic message: $(cat "$TMP/err")"
+	done
+}
+
+# Issue 25 item 9: a rate-limited head that has all its permits reserved
+# waits for a token, not for permits; status says so, and when it is due,
+# instead of leaving a RESERVED that reads as stuck.
+StatusShowsARateLimitedHeadWaitingForAToken() {
+	local n waiter
+	n=$(name token)
+	"$SHMSEM" create "$n" --permits 2 --rate 1/h
+	expect_rc 0 "$SHMSEM" run "$n" -- true  # takes the only token
+	bg "$SHMSEM" run "$n" --weight 2 -- true
+	waiter=$BG
+	wait_for 10 "d['waiting'] == 1 and d['reserved'] == 2" "$n"
+	expect_rc 0 "$SHMSEM" status "$n"
+	grep -Eq "^  1 +[0-9]+ +2 +2 +$waiter +shmsem +alive " "$TMP/out" || fail "no waiter row of weight 2 with 2 reserved"
+	grep -Eq "^  The head of the queue has its 2 permits reserved and is waiting for a token, due in (59m[0-9]{2}s|1h00m)\$" "$TMP/out" ||
+		fail "status does not say the head waits for a token"
+	# One that still gathers permits is not said to wait for a token.
+	"$SHMSEM" create "$(name gather)" --permits 2 --rate 1000/s
+	start_holder one "$(name gather)"
+	wait_for 10 "d['held'] == 1" "$(name gather)"
+	bg "$SHMSEM" run "$(name gather)" --weight 2 -- true
+	wait_for 10 "d['waiting'] == 1 and d['reserved'] == 1" "$(name gather)"
+	expect_rc 0 "$SHMSEM" status "$(name gather)"
+	! grep -q "waiting for a token" "$TMP/out" || fail "a head gathering permits is said to wait for a token"
+}
+
+# Issue 25 item 9: a holder whose process died keeps its permits until
+# something reclaims them; status says what does, now.
+StatusHintsRecoverForADeadHolder() {
+	local n holder
+	n=$(name deadhint)
+	"$SHMSEM" create "$n" --permits 3
+	expect_rc 0 "$SHMSEM" status "$n"
+	! grep -q "shmsem recover" "$TMP/out" || fail "a hint without a dead holder"
+	bg "$SHMSEM" run "$n" --weight 2 -- sleep 600
+	holder=$BG
+	wait_for 10 "d['held'] == 2" "$n"
+	kill -KILL "$holder"
+	wait "$holder" 2>/dev/null || true
+	wait_for 10 "d['holders'][0]['liveness'] == 'dead'" "$n"
+	expect_rc 0 "$SHMSEM" status "$n"
+	expect_out "  1 lease (2 permits) is held by a process that died: run 'shmsem recover $n' to free it now"
+	expect_rc 0 "$SHMSEM" recover "$n"
+	expect_rc 0 "$SHMSEM" status "$n"
+	! grep -q "shmsem recover" "$TMP/out" || fail "the hint outlived the reclaim"
+}
+
+# Issue 25 item 11: removing a name that is not there is no reason to
+# create it: rm says only that there is no such semaphore.
+RmOfAMissingSemaphoreJustSaysSo() {
+	local n
+	n=$(name nope)
+	expect_rc 3 "$SHMSEM" rm "$n"
+	[[ $(cat "$TMP/err") == "shmsem: rm $n: no such semaphore" ]] || fail "rm said '$(cat "$TMP/err")'"
+	expect_rc 0 "$SHMSEM" rm --force "$n"
+	expect_no_err
+}
+
+# Issue 25 item 11: `make demo` calls the wait histogram what it is
+# (log-linear) and prints its quantiles in a unit that shows them, not
+# "p50 <= 0.000 ms".
+DemoPrintsLogLinearBucketsAndReadableWaitTimes() {
+	[[ -n ${SHMSEM_DEMO:-} && -x ${SHMSEM_DEMO:-} ]] || skip "the demo (examples/shmsem-demo) is not built"
+	expect_rc 0 "$SHMSEM_DEMO"
+	! grep -qi "log2" "$TMP/out" || fail "the demo still says log2"
+	! grep -Eq "[^0-9]0\.0+ ms" "$TMP/out" || fail "the demo prints a wait as 0.000 ms"
+	grep -Eq "^wait of the granted acquires: p50 (0 \(did not wait\)|<= [0-9.]+ (ns|µs|ms|s)), p99 <= [0-9.]+ (ns|µs|ms|s) \(upper bounds of log-linear buckets, within 12\.5%\)\$" "$TMP/out" ||
+		fail "no wait line in readable units"
+	expect_out "invariant check: ok"
+	grep -Eq "^ +time  worker outcome\$" "$TMP/out" || fail "no aligned table header"
+}
+
+# Issue 25 item 11: docs/CLI.md names the SONAME and the file of the library
+# that is built, and every header that is installed.
+DocsStateTheBuiltSonameAndEveryInstalledHeader() {
+	[[ -n ${SHMSEM_LIB:-} && -n ${SHMSEM_SOURCE_DIR:-} ]] || skip "SHMSEM_LIB and SHMSEM_SOURCE_DIR are not set"
+	command -v objdump >/dev/null || skip "objdump (binutils) is not installed"
+	local doc=$SHMSEM_SOURCE_DIR/docs/CLI.md soname file h
+	soname=$(objdump -p "$SHMSEM_LIB" | awk '$1 == "SONAME" { print $2 }')
+	file=$(basename "$(readlink -f "$SHMSEM_LIB")")
+	[[ -n $soname ]] || fail "no SONAME in $SHMSEM_LIB"
+	grep -qF "SONAME \`$soname\`" "$doc" || fail "docs/CLI.md does not give the SONAME $soname"
+	grep -qF "\`$file\`" "$doc" || fail "docs/CLI.md does not name the file $file"
+	! grep -Eo "libshmsem\.so(\.[0-9]+)+" "$doc" | grep -vxF -e "$soname" -e "$file" | grep -q . ||
+		fail "docs/CLI.md names another library file: $(grep -Eo "libshmsem\.so(\.[0-9]+)+" "$doc" | sort -u | tr '\n' ' ')"
+	for h in "$SHMSEM_SOURCE_DIR"/libshmsem/include/shmsem/*; do
+		h=$(basename "$h" .in)
+		grep -qF "\`shmsem/$h\`" "$doc" || fail "docs/CLI.md does not list the installed header shmsem/$h"
+	done
 }
 
 case=${1:?usage: cli_test.sh <CaseName>}

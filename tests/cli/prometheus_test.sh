@@ -299,6 +299,43 @@ UnreadableSemaphoreIsDownWithoutHidingOthers() {
 	expect_err "invalid semaphore name '/a/b'"
 }
 
+# Issue 25 item 9: leases held by processes that died, and their permits,
+# are gauges (0 while there are none), in status --prometheus and from the
+# exporter, until something reclaims them.
+DeadHoldersAreCountedInGauges() {
+	need_tools
+	local n out=$TMP/metrics dead alive
+	n=$(name dead)
+	"$SHMSEM" create "$n" --permits 4
+	bg "$SHMSEM" run "$n" --weight 3 -- sleep 600
+	dead=$BG
+	bg "$SHMSEM" run "$n" -- sleep 600
+	alive=$BG
+	wait_for 10 "d['held'] == 4" "$n"
+	expect_rc 0 "$SHMSEM" status --prometheus "$n"
+	cp "$TMP/out" "$out"
+	lint "$out"
+	expect_prom "$out" "$n" "v('shmsem_dead_leases'), v('shmsem_dead_permits')" "(0.0, 0.0)"
+	kill -KILL "$dead"
+	wait "$dead" 2>/dev/null || true
+	wait_for 10 "[h['liveness'] for h in d['holders'] if h['weight'] == 3] == ['dead']" "$n"
+	expect_rc 0 "$SHMSEM" status --prometheus "$n"
+	cp "$TMP/out" "$out"
+	lint "$out"
+	grep -qx "# TYPE shmsem_dead_leases gauge" "$out" || fail "shmsem_dead_leases is not a gauge"
+	grep -qx "# TYPE shmsem_dead_permits gauge" "$out" || fail "shmsem_dead_permits is not a gauge"
+	expect_prom "$out" "$n" "v('shmsem_dead_leases'), v('shmsem_dead_permits'), v('shmsem_held_permits')" "(1.0, 3.0, 4.0)"
+	start_exporter "$n"
+	scrape "$out"
+	lint "$out"
+	expect_prom "$out" "$n" "v('shmsem_dead_leases'), v('shmsem_dead_permits')" "(1.0, 3.0)"
+	"$SHMSEM" recover "$n" >/dev/null
+	scrape "$out"
+	expect_prom "$out" "$n" "v('shmsem_dead_leases'), v('shmsem_dead_permits'), v('shmsem_held_permits')" "(0.0, 0.0, 1.0)"
+	stop_exporter TERM
+	kill -0 "$alive" || fail "the live holder was ended"
+}
+
 case=${1:?usage: prometheus_test.sh <CaseName>}
 declare -F "$case" >/dev/null || fail "no test case $case"
 "$case"

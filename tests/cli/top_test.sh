@@ -194,7 +194,7 @@ TopShowsOverdueAndDeadHolders() {
 	kill -KILL "$dead"
 	wait "$dead" 2>/dev/null || true
 	expect_rc 0 "$SHMSEM" top -b -n 1 "$n"
-	expect_out "$n  capacity 3  held 2  waiting 0  OVERDUE 1 lease (1 permit)  acq/s -"
+	expect_out "$n  capacity 3  held 2  waiting 0  OVERDUE 1 lease (1 permit)  DEAD 1 lease (1 permit): run 'shmsem recover $n'  acq/s -"
 	grep -Eq "^ +[0-9]+ +1 +$late +shmsem +held +[0-9.]+[a-zµ]+  50ms OVERDUE " "$TMP/out" ||
 		fail "no OVERDUE row for $late"
 	grep -Eq "^ +[0-9]+ +1 +$dead +- +DEAD " "$TMP/out" || fail "no DEAD row for $dead"
@@ -235,9 +235,13 @@ TopRejectsBadDelaysAndCounts() {
 		expect_err "invalid delay '$v'"
 	done
 	expect_rc 2 "$SHMSEM" top -b -n 1 -d -1 "$n"
-	for v in 0 x 1.5 "" 10000000000 -3; do
+	for v in x 1.5 ""; do
 		expect_rc 2 "$SHMSEM" top -b -n "$v" "$n"
-		expect_err "invalid iteration count"
+		expect_err "--iterations: '$v' is not a number"
+	done
+	for v in 0 10000000000 -3; do
+		expect_rc 2 "$SHMSEM" top -b -n "$v" "$n"
+		expect_err "--iterations: $v is out of range"
 	done
 	expect_rc 2 "$SHMSEM" top -b -n 1 bad-name
 	expect_err "invalid semaphore name 'bad-name'"
@@ -245,6 +249,54 @@ TopRejectsBadDelaysAndCounts() {
 	expect_err "shmsem: top $(name missing): "
 	expect_rc 0 "$SHMSEM" top -b -n 1 -d 0.5 "$n"
 	expect_out "every 500ms"
+}
+
+# Issue 25 item 9: on a semaphore with a rate, the header shows the tokens
+# (and when the next comes, when none is left), and a head that has its
+# permits and waits for a token says so, not "partial 1/1".
+TopShowsTokensAndAHeadWaitingForAToken() {
+	local n waiter
+	n=$(name token)
+	"$SHMSEM" create "$n" --permits 2 --rate 1/h --burst 2
+	expect_rc 0 "$SHMSEM" top -b -n 1 "$n"
+	expect_out "$n  capacity 2  held 0  waiting 0  tokens 2/2  acq/s -"
+	expect_rc 0 "$SHMSEM" run "$n" -- true
+	expect_rc 0 "$SHMSEM" run "$n" -- true  # the bucket is empty now
+	bg "$SHMSEM" run "$n" -- true
+	waiter=$BG
+	wait_for 10 "d['waiting'] == 1 and d['reserved'] == 1" "$n"
+	expect_rc 0 "$SHMSEM" top -b -n 1 "$n"
+	grep -Eq "^$n  capacity 2  held 0  waiting 1  oldest wait [0-9.]+[a-zµ]+  tokens 0/2 \(next in (59m[0-9]{2}s|1h00m)\)  acq/s -" "$TMP/out" ||
+		fail "the header does not show the tokens and the next one's time"
+	grep -Eq "^ +1 +1 +$waiter +shmsem +token in (59m[0-9]{2}s|1h00m) +[0-9.]+[a-zµ]+  " "$TMP/out" ||
+		fail "the head is not shown waiting for a token"
+	! grep -q "partial" "$TMP/out" || fail "the head is shown as partial"
+	# Without a rate: no tokens in the header.
+	"$SHMSEM" create "$(name plain)" --permits 1
+	expect_rc 0 "$SHMSEM" top -b -n 1 "$(name plain)"
+	! grep -q "tokens" "$TMP/out" || fail "tokens shown for a semaphore without a rate"
+}
+
+# Issue 25 item 9: a holder whose process died is DEAD in its row, and the
+# header says what frees its permits now.
+TopHintsRecoverForADeadHolder() {
+	local n dead
+	n=$(name deadhint)
+	"$SHMSEM" create "$n" --permits 4
+	bg "$SHMSEM" run "$n" --weight 3 -- sleep 600
+	dead=$BG
+	wait_for 10 "d['held'] == 3" "$n"
+	expect_rc 0 "$SHMSEM" top -b -n 1 "$n"
+	! grep -q "shmsem recover" "$TMP/out" || fail "a hint without a dead holder"
+	kill -KILL "$dead"
+	wait "$dead" 2>/dev/null || true
+	wait_for 10 "d['holders'][0]['liveness'] == 'dead'" "$n"
+	expect_rc 0 "$SHMSEM" top -b -n 1 "$n"
+	expect_out "$n  capacity 4  held 3  waiting 0  DEAD 1 lease (3 permits): run 'shmsem recover $n'  acq/s -"
+	grep -Eq "^ +[0-9]+ +3 +$dead +- +DEAD " "$TMP/out" || fail "no DEAD row for $dead"
+	"$SHMSEM" recover "$n" >/dev/null
+	expect_rc 0 "$SHMSEM" top -b -n 1 "$n"
+	! grep -q "shmsem recover" "$TMP/out" || fail "the hint outlived the reclaim"
 }
 
 case=${1:?usage: top_test.sh <CaseName>}

@@ -257,11 +257,9 @@ inline int acquire(shmsem_t *s, Lease *out, const timespec *deadline = nullptr,
 
 #if __cplusplus >= 202002L
 
-#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <concepts>
-#include <cstdint>
 #include <ctime>
 #include <optional>
 #include <ratio>

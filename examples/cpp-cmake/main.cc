@@ -72,9 +72,8 @@ int main(int argc, char **argv) {
       if (int e = shmsem::acquire(sem.get(), &lease, &deadline))
         throw Error("acquire", e);
       struct shmsem_stat st = sem.stat();
-      std::printf("shmsem %s: holding lease %u:%llu of %s (%u of %u permits held)\n",
-                  SHMSEM_VERSION_STRING, lease.token().index, (unsigned long long)lease.token().gen,
-                  argv[1], st.held, st.permits);
+      std::printf("shmsem %s: holding resource %u of %s (%u of %u permits held)\n",
+                  SHMSEM_VERSION_STRING, lease.resource(), argv[1], st.held, st.permits);
     }  // the Lease releases the permit here
     struct shmsem_stat st = sem.stat();
     std::printf("released: %u of %u permits available\n", st.available, st.permits);

@@ -49,7 +49,7 @@ loaded=$(env LD_LIBRARY_PATH="$LIBDIR" ldd "$TMP/worker-pool-c/worker-pool")
 expect_rc 0 cmake -S "$SRC/examples/cpp-cmake" -B "$TMP/cpp-build" -DCMAKE_PREFIX_PATH="$P"
 expect_rc 0 cmake --build "$TMP/cpp-build"
 expect_rc 0 "$TMP/cpp-build/lease-guard" "$(name lease-guard)" 3
-expect_out "shmsem $version: holding lease"
+expect_out "shmsem $version: holding resource"
 expect_out "(1 of 3 permits held)"
 expect_out "released: 3 of 3 permits available"
 grep -q "shmsem_DIR:PATH=$LIBDIR/cmake/shmsem" "$TMP/cpp-build/CMakeCache.txt" ||

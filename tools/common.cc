@@ -118,8 +118,8 @@ std::string parse_decimal(const std::string &text, uint64_t min, uint64_t max,
 
 std::string parse_duration(const std::string &text, uint64_t *ns) {
   std::string bad = "invalid duration '" + text +
-                    "': use a number with an optional unit ms, s, m "
-                    "or h, as in 500ms, 5s, 2m (plain numbers are "
+                    "': use a number with an optional unit ms, s, m, "
+                    "h or d, as in 500ms, 5s, 2m (plain numbers are "
                     "seconds)";
   // Digits, optionally a fraction, then an optional unit.
   size_t i = 0;
@@ -150,6 +150,7 @@ std::string parse_duration(const std::string &text, uint64_t *ns) {
   else if (unit.empty() || unit == "s") scale = 1'000'000'000ull;
   else if (unit == "m") scale = 60'000'000'000ull;
   else if (unit == "h") scale = 3'600'000'000'000ull;
+  else if (unit == "d") scale = 86'400'000'000'000ull;  // as durations print
   else return bad;
   unsigned __int128 total = (unsigned __int128)whole * scale +
                             (unsigned __int128)frac_num * scale / frac_den;

@@ -325,7 +325,7 @@ DurationsAcceptUnits() {
 	local n d
 	n=$(name durations)
 	"$SHMSEM" create "$n" --permits 1
-	for d in 500ms 5s 2m 1h 1.5s 0.25 3 0; do
+	for d in 500ms 5s 2m 1h 1d 1.5s 0.25 3 0; do
 		expect_rc 0 "$SHMSEM" run --timeout "$d" "$n" -- true
 	done
 	for d in 5x ms -1s 1.2.3 "" s5; do

@@ -66,10 +66,11 @@
 //   outside 0..4 (0 to max_permits)";
 // - any member of an empty semaphore: "shmsem: acquire: semaphore is empty
 //   (default-constructed or moved from)";
-// - release() of an empty lease, saying why it is empty: "shmsem: release:
-//   lease already released" (or "was moved from", "was detached", "never
-//   held a permit"); in a fork child, "lease belongs to process 1234, not
-//   to this process 1240" (Processes, below);
+// - release() of an empty lease, saying why it is empty: "was moved from",
+//   "was detached", "never held a permit"; in a fork child, "lease belongs
+//   to process 1234, not to this process 1240" (Processes, below). A second
+//   release() of one lease is EALREADY, as a second shmsem_release of one
+//   token is: "shmsem: release: lease already released";
 // - a negative options.per: "shmsem: create: options.per is negative".
 // Finding a bound reads shmsem_stat, on the error path only. A deadline
 // cannot be on the wrong clock here: a steady_clock time point is the
@@ -548,10 +549,10 @@ class lease {
 
   // Returns the permit now, all `weight()` of them (to the oldest waiter if
   // one is queued). Throws
-  // std::system_error: EALREADY the permit was already released through
-  // another copy of the token (or reclaimed); EINVAL an empty lease (what()
-  // says why it is empty: "lease already released", moved from, detached,
-  // never held), a lease of another process (a fork child's copy: nothing
+  // std::system_error: EALREADY the permit was already released, by an
+  // earlier release() of this lease or through another copy of the token
+  // (or reclaimed); EINVAL an empty lease (what() says why it is empty:
+  // moved from, detached, never held), a lease of another process (a fork child's copy: nothing
   // is released; what() names both processes), or a malformed token; EBADF
   // a read-only handle. Empty afterwards in every case.
   void release() {
@@ -602,7 +603,7 @@ class lease {
   // a negative errno (-EINVAL: empty already, or another process's lease).
   int give_back() noexcept {
     shmsem_t *s = std::exchange(s_, nullptr);
-    if (!s) return -EINVAL;
+    if (!s) return empty_ == emptied::released ? -EALREADY : -EINVAL;
     const bool ours = owner_ == cxx_internal::this_process();
     const int r = ours ? shmsem_release(s, &token_) : -EINVAL;
     token_ = {};

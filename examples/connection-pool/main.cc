@@ -5,11 +5,13 @@
 //
 // The parent creates the semaphore (N permits) and forks the workers. Each
 // worker opens the semaphore by name, as a separate program would, and, for
-// every round, takes a lease with a timeout (acquire_for), "uses" a
-// connection while holding it and gives it back exactly once: by the lease's
+// every round, takes a lease with a timeout (acquire_for), "uses"
+// connection number lease.resource() (the permit's index: no other lease
+// names it while this one is held) and gives it back exactly once: by the lease's
 // destructor on even rounds, by an explicit release() on odd ones. Every
 // process checks at every step that no more than N connections are open at
-// once (a counter in a MAP_SHARED page). At the end the parent checks the
+// once and that no connection is used by two at once (counters in a
+// MAP_SHARED page). At the end the parent checks the
 // semaphore's own accounts (shmsem_stat, shmsem_check) and shows that a
 // second release of one token is refused.
 //
@@ -56,6 +58,8 @@ struct Board {
   std::atomic<uint64_t> uses{0};       // leases taken and used
   std::atomic<uint64_t> timeouts{0};   // acquire_for gave up
   std::atomic<uint64_t> overflows{0};  // a step saw more than N open
+  std::atomic<int> busy[kConnections] = {};  // connection i in use
+  std::atomic<uint64_t> shared{0};     // a connection taken while in use
 };
 static_assert(std::atomic<int>::is_always_lock_free &&
               std::atomic<uint64_t>::is_always_lock_free);
@@ -79,7 +83,9 @@ class Unlinker {
 // bound. Declared after the lease, so it closes before the permit goes back.
 class Connection {
  public:
-  explicit Connection(Board &b) : b_(b) {
+  Connection(Board &b, uint32_t i) : b_(b), i_(i) {
+    if (i_ >= kConnections || b_.busy[i_].exchange(1, std::memory_order_relaxed))
+      b_.shared.fetch_add(1, std::memory_order_relaxed);
     const int now = b_.open.fetch_add(1, std::memory_order_relaxed) + 1;
     if (now > static_cast<int>(kConnections)) b_.overflows.fetch_add(1, std::memory_order_relaxed);
     int seen = b_.max_open.load(std::memory_order_relaxed);
@@ -88,7 +94,10 @@ class Connection {
   }
   Connection(const Connection &) = delete;
   Connection &operator=(const Connection &) = delete;
-  ~Connection() { b_.open.fetch_sub(1, std::memory_order_relaxed); }
+  ~Connection() {
+    if (i_ < kConnections) b_.busy[i_].store(0, std::memory_order_relaxed);
+    b_.open.fetch_sub(1, std::memory_order_relaxed);
+  }
 
   // "Run a query": a little work, so that connections overlap.
   uint64_t query(uint64_t seed) const {
@@ -101,6 +110,7 @@ class Connection {
 
  private:
   Board &b_;
+  uint32_t i_;  // which of the N connections
 };
 
 // One worker process: R rounds of lease, use, give back. Returns its exit
@@ -116,7 +126,7 @@ int worker(const std::string &name, Board &board, int id, int rounds) {
         continue;
       }
       {
-        const Connection conn(board);
+        const Connection conn(board, lease->resource());
         sink += conn.query(static_cast<uint64_t>(id) * 1000003u + static_cast<uint64_t>(r));
         board.uses.fetch_add(1, std::memory_order_relaxed);
       }  // closed before the permit is given back
@@ -204,6 +214,7 @@ int run(int workers, int rounds) {
               workers, rounds, kConnections, static_cast<unsigned long long>(uses),
               static_cast<unsigned long long>(timeouts), board.max_open.load());
   expect(board.overflows.load() == 0, "never more than N connections open at once");
+  expect(board.shared.load() == 0, "no connection used by two leases at once");
   expect(board.max_open.load() <= static_cast<int>(kConnections), "max open <= N");
   expect(uses + timeouts == static_cast<uint64_t>(workers) * static_cast<uint64_t>(rounds),
          "every round either used a connection or timed out");

@@ -530,8 +530,14 @@ void acquire_brief(uint8_t us, unsigned flags) {
 void release_kept(uint8_t i, bool keep) {
   if (!g.s || g.leases.empty()) return;
   size_t k = i % g.leases.size();
-  shmsem_release(g.s, &g.leases[k]);
-  if (!keep) g.leases.erase(g.leases.begin() + long(k));
+  shmsem_lease_t l = g.leases[k];
+  shmsem_release(g.s, &l);
+  // A call made at a hook point inside the release may have taken or
+  // released kept leases meanwhile: the list is looked at again. (The
+  // harness erased past its end once: a negative-size memmove.)
+  if (!keep && k < g.leases.size() &&
+      memcmp(&g.leases[k], &l, sizeof l) == 0)
+    g.leases.erase(g.leases.begin() + long(k));
 }
 
 // Hook points at which the caller holds no lock, where another thread's

@@ -94,6 +94,7 @@ constexpr uint32_t kStealProcs = 8;
 
 int fast_take_other(shmsem_t *s, const Fast &f, shmsem_lease_t *lease) {
   if (s->core->gate.load(std::memory_order_relaxed) != 0) return 1;
+  if (!proc_still_ours(s, f.proc)) return 1;  // fastpath.h
   uint32_t hwm = std::min({s->core->procs_hwm.load(std::memory_order_relaxed),
                            s->max_procs, kStealProcs});
   for (uint32_t p = 0; p < hwm; p++) {

@@ -75,6 +75,7 @@ inline int self_lane(int32_t pid) {
 
 struct Fast {
   uint32_t proc;
+  int32_t pid;  // ours
   Lane *lane;
   LaneHold *hold;  // the lane's hold times
 };
@@ -90,6 +91,7 @@ inline bool fast_ctx(shmsem_t *s, Fast *f) {
   int lane = self_lane(pid);
   if (lane < 0) return false;
   f->proc = p;
+  f->pid = pid;
   f->lane = &s->procs[p].lanes[lane];
   f->hold = &s->holds[p * kLanes + uint32_t(lane)];
   return true;
@@ -113,9 +115,13 @@ __attribute__((cold, noinline)) int fast_take_other(shmsem_t *s,
 // The record is still ours (in use, naming our pid): reclamation may have
 // freed it (a writer can make a live process look dead) and another process
 // taken it; then the locked path registers us again (self_proc), so no
-// lease of ours is ever taken under another's record. One read of a line
-// nobody writes while we live. (A release needs no such check: its CAS
-// fails on a lease that reclamation passed on.)
+// lease of ours is ever taken under another's record. In full off the hot
+// path, in fast_take_other(): a record reclaimed has every lane emptied
+// (kNone), so our next lock-free acquire comes there first. On the hot
+// path only the pid (one load of a line nobody writes while we live): a
+// record another process took has its lanes, which ours alias, naming
+// that process's free leases. (A release needs no check: its CAS fails on
+// a lease that reclamation passed on.)
 inline bool proc_still_ours(const shmsem_t *s, uint32_t p) {
   const ProcRecord &pr = s->procs[p];
   return pr.state.load(std::memory_order_relaxed) == kProcUsed &&
@@ -125,7 +131,11 @@ inline bool proc_still_ours(const shmsem_t *s, uint32_t p) {
 
 inline int fast_acquire(shmsem_t *s, shmsem_lease_t *lease) {
   Fast f;
-  if (!fast_ctx(s, &f) || !proc_still_ours(s, f.proc)) return 1;
+  if (!fast_ctx(s, &f)) return 1;
+  if (__builtin_expect(__atomic_load_n(&s->procs[f.proc].owner.pid,
+                                       __ATOMIC_RELAXED) != f.pid,
+                       0))
+    return 1;  // not our record any more (proc_still_ours)
   const uint32_t l = f.lane->loose.load(std::memory_order_relaxed);
   if (__builtin_expect(l >= s->permits, 0))
     return fast_take_other(s, f, lease);

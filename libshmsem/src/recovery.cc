@@ -341,6 +341,10 @@ void repair(shmsem_t *s) {
   Core *c = s->core;
   stat_bump(c->repairs);
   std::vector<uint32_t> wake;
+  // The rate words first (the creator's, clamped): whether a full head
+  // waits for its start time or is granted depends on them (a writer's
+  // interval on a semaphore without a rate left a full head waiting).
+  (void)rate_clamp(s, mono_ns());
   Reservations rv = read_reservations(s);
   SHMSEM_HOOK(REPAIR_CHAINS_READ);
   if (c->closed.load(std::memory_order_relaxed))
@@ -352,7 +356,6 @@ void repair(shmsem_t *s) {
   settle_procs(s);
   store_counters(s, census(s));
   rebuild_weighted(s);
-  (void)rate_clamp(s, mono_ns());
 
   // 4. The watcher role, if its holder's slot is gone.
   uint32_t wt = c->watcher;

@@ -1,33 +1,14 @@
 // Release: return a lease's permit to the head waiter or the pool.
 #include "release.h"
 
-#include <errno.h>
-
 #include "chain.h"
-#include "fastpath.h"
+#include "lanes.h"
 #include "futex.h"
 #include "hooks.h"
 #include "lock.h"
 #include "tables.h"
 
 namespace shmsem::detail {
-
-int release_lockfree(shmsem_t *s, const shmsem_lease_t *lease) {
-  if (!s || !lease) return -EINVAL;
-  if (s->rdonly) return -EBADF;
-  // A token names its semaphore (a nonce drawn at creation): one of another
-  // semaphore, or of an earlier one under the same name, is not ours.
-  if (lease->sem != s->nonce || lease->index >= s->permits ||
-      lease->gen == 0 || lease->gen > kGenMask || lease->__reserved)
-    return -EINVAL;
-  // A HELD_FAST lease, nobody queued (fastpath.h); else 1.
-  return fast_release(s, lease) == 0 ? 0 : 1;
-}
-
-int release(shmsem_t *s, shmsem_lease_t *lease) {
-  int r = release_lockfree(s, lease);
-  return r <= 0 ? r : release_locked(s, lease);
-}
 
 namespace {
 

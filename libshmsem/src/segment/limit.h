@@ -13,7 +13,7 @@
 #include <algorithm>
 #include <atomic>
 
-#include "cancel.h"
+#include "cancel_handle.h"
 #include "clock.h"
 #include "futex.h"
 

@@ -3,8 +3,8 @@
 // NoCancel scope disables it (the reclamation pass reads /proc and polls
 // pidfds, which are cancellation points). The blocking acquires are
 // cancellation points only while asleep (acquire.cc).
-#ifndef SHMSEM_SRC_CANCELSTATE_H
-#define SHMSEM_SRC_CANCELSTATE_H
+#ifndef SHMSEM_SRC_THREAD_CANCEL_H
+#define SHMSEM_SRC_THREAD_CANCEL_H
 
 #include <pthread.h>
 
@@ -25,4 +25,4 @@ class NoCancel {
 
 }  // namespace shmsem::detail
 
-#endif  // SHMSEM_SRC_CANCELSTATE_H
+#endif  // SHMSEM_SRC_THREAD_CANCEL_H

@@ -16,9 +16,9 @@
 #include <tuple>
 #include <vector>
 
-#include "cancelstate.h"
+#include "thread_cancel.h"
 #include "clock.h"
-#include "fastpath.h"
+#include "lanes.h"
 #include "futex.h"
 #include "hooks.h"
 #include "inuse.h"

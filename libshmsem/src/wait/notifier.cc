@@ -82,8 +82,8 @@
 #include <mutex>
 #include <new>
 
-#include "async.h"
-#include "cancelstate.h"
+#include "waiter_api.h"
+#include "thread_cancel.h"
 #include "clock.h"
 #include "futex.h"
 #include "testing_state.h"

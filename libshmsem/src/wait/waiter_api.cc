@@ -1,11 +1,11 @@
-#include "async.h"
+#include "waiter_api.h"
 
 #include <errno.h>
 #include <string.h>
 
 #include <algorithm>
 
-#include "cancelstate.h"
+#include "thread_cancel.h"
 #include "clock.h"
 #include "hooks.h"
 #include "layout.h"

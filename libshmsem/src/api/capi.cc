@@ -7,9 +7,9 @@
 #include <shmsem/shmsem.h>
 
 #include "acquire.h"
-#include "async.h"
+#include "waiter_api.h"
 #include "cancel.h"
-#include "cancelstate.h"
+#include "thread_cancel.h"
 #include "capacity.h"
 #include "check.h"
 #include "clock.h"
@@ -25,6 +25,7 @@
 #include "publish.h"
 #include "reclaim.h"
 #include "release.h"
+#include "create.h"
 #include "segment.h"
 #include "shutdown.h"
 #include "stat.h"

@@ -5,7 +5,7 @@
 #include <algorithm>
 
 #include "census.h"
-#include "fastpath.h"
+#include "lanes.h"
 #include "hooks.h"
 #include "lock.h"
 

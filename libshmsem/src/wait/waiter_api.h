@@ -2,8 +2,8 @@
 // kept in caller memory between the steps of an event loop, plus the share
 // of the watch for dead processes that a blocking waiter runs between its
 // sleeps (reclaim.h), here run at each poll. docs/DESIGN.md section 12.
-#ifndef SHMSEM_SRC_ASYNC_H
-#define SHMSEM_SRC_ASYNC_H
+#ifndef SHMSEM_SRC_WAITER_API_H
+#define SHMSEM_SRC_WAITER_API_H
 
 #include <shmsem/shmsem.h>
 
@@ -20,4 +20,4 @@ int async_cancel(shmsem_waiter_t *w, shmsem_lease_t *lease);
 
 }  // namespace shmsem::detail
 
-#endif  // SHMSEM_SRC_ASYNC_H
+#endif  // SHMSEM_SRC_WAITER_API_H

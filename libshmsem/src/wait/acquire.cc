@@ -8,8 +8,8 @@
 #include <algorithm>
 
 #include "cancel.h"
-#include "cancelstate.h"
-#include "release.h"
+#include "thread_cancel.h"
+#include "fastpath.h"
 #include "clock.h"
 #include "futex.h"
 #include "hooks.h"

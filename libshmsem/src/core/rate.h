@@ -14,10 +14,7 @@
 
 namespace shmsem::detail {
 
-// An interval between two acquisitions: at most a day; a burst's refill
-// (burst * interval): at most 2^62 ns.
-inline constexpr uint64_t kMaxRateIntervalNs = 86'400'000'000'000ull;
-inline constexpr uint64_t kMaxRateWindowNs = uint64_t{1} << 62;
+// kMaxRateIntervalNs, kMaxRateWindowNs: layout.h.
 
 struct Rate {
   uint64_t interval;  // 0: no rate limit

@@ -356,6 +356,11 @@ inline Geometry geometry(uint32_t permits, uint32_t max_waiters) {
   return g;
 }
 
+// An interval between two acquisitions: at most a day; a burst's refill
+// (burst * interval): at most 2^62 ns.
+inline constexpr uint64_t kMaxRateIntervalNs = 86'400'000'000'000ull;
+inline constexpr uint64_t kMaxRateWindowNs = uint64_t{1} << 62;
+
 }  // namespace shmsem::detail
 
 #endif  // SHMSEM_SRC_LAYOUT_H

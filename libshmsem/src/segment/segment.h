@@ -1,7 +1,9 @@
-// Segment lifecycle: name rules, create-then-publish, open-and-validate,
-// detach, unlink.
+// Segment lifecycle below the state machine: name rules, open and
+// validate, map, detach, unlink (creation: api/create.h).
 #ifndef SHMSEM_SRC_SEGMENT_H
 #define SHMSEM_SRC_SEGMENT_H
+
+#include <sys/types.h>
 
 #include "handle.h"
 
@@ -9,8 +11,12 @@ namespace shmsem::detail {
 
 // 0 if `name` is a valid POSIX shm name for a semaphore, else -EINVAL.
 int check_name(const char *name);
-int segment_create(const char *name, const shmsem_config *cfg, int flags,
-                   shmsem_t **out);
+// Open `name` (flags as shmsem_open's); with `owner`, only a file that
+// user owns (else -EPERM).
+int open_named(const char *name, int flags, const uid_t *owner,
+               shmsem_t **out);
+// The creator's handle on the segment it has just built (and trusts).
+shmsem_t *created_handle(void *base, size_t size);
 int segment_open(const char *name, int flags, shmsem_t **out);
 void segment_detach(shmsem_t *s);
 int segment_unlink(const char *name);

@@ -25,7 +25,7 @@
 
 #include "census.h"
 #include "clock.h"
-#include "fastpath.h"
+#include "lanes.h"
 #include "futex.h"
 #include "hooks.h"
 #include "owner.h"

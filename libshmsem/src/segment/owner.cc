@@ -17,7 +17,7 @@
 
 #include <atomic>
 
-#include "cancelstate.h"
+#include "thread_cancel.h"
 #include "testing_state.h"
 
 #ifndef PIDFS_MAGIC

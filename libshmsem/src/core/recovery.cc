@@ -20,7 +20,7 @@
 #include "census.h"
 #include "chain.h"
 #include "clock.h"
-#include "fastpath.h"
+#include "lanes.h"
 #include "futex.h"
 #include "hooks.h"
 #include "owner.h"

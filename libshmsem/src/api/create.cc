@@ -18,6 +18,7 @@
 #include "rate.h"
 #include "reclaim.h"
 #include "segment.h"
+#include "transitions.h"
 
 namespace shmsem::detail {
 namespace {
@@ -74,9 +75,7 @@ int init_segment(void *base, const Build &b) {
   core->watch_period_ns.store(kWatchPeriodNs, std::memory_order_relaxed);
   // Records [0, capacity) free, the rest RETIRED until the capacity grows.
   for (uint32_t i = 0; i < permits; i++) {
-    leases[i].word.store(
-        lease_word(i < b.capacity ? kLeaseFree : kLeaseRetired, kNoProc, 0),
-        std::memory_order_relaxed);
+    lease_init(leases[i], i >= b.capacity);
     leases[i].slot = kNone;
     leases[i].link = kNone;
     leases[i].next_free = i + 1 < b.capacity ? i + 1 : kNone;
@@ -84,13 +83,13 @@ int init_segment(void *base, const Build &b) {
   auto *procs =
       reinterpret_cast<ProcRecord *>(static_cast<char *>(base) + g.proc_off);
   for (uint32_t i = 0; i < g.max_procs; i++) {
-    procs[i].state.store(kProcFree, std::memory_order_relaxed);
+    proc_init(procs[i]);
     for (Lane &ln : procs[i].lanes)
       ln.loose.store(kNone, std::memory_order_relaxed);
   }
   core->free_lease = b.capacity ? 0 : kNone;
   for (uint32_t i = 0; i < max_waiters; i++) {
-    slots[i].word.store(kSlotFree, std::memory_order_relaxed);
+    slot_init(slots[i]);
     slots[i].lease = kNone;
     slots[i].prev = slots[i].next = kNone;
     slots[i].next_free = i + 1 < max_waiters ? i + 1 : kNone;

@@ -7,11 +7,12 @@
 #include "census.h"
 #include "lanes.h"
 #include "hooks.h"
-#include "lock.h"
+#include "grant.h"
+#include "section.h"
 
 namespace shmsem::detail {
 
-void settle_capacity(shmsem_t *s, Wakes *wk) {
+void settle_capacity(Locked s, Wakes *wk) {
   Core *c = s->core;
   const uint32_t n = s->permits;
   const uint32_t cap =
@@ -53,7 +54,7 @@ void settle_capacity(shmsem_t *s, Wakes *wk) {
     pass_permit(s, l, wk);
     SHMSEM_HOOK(CAPACITY_ONE);
   }
-  if (c->retiring.load(std::memory_order_relaxed)) sweep_loose(s);
+  if (c->retiring.load(std::memory_order_relaxed)) sweep_loose(s, wk);
   // And the head's reservation, which nobody holds yet: granted later it
   // would be above the capacity (a head that waits for its start time has
   // all of it; found by an adversarial test: a lease of 6 granted after a
@@ -68,14 +69,10 @@ int set_capacity(shmsem_t *s, uint32_t permits) {
   if (!s) return -EINVAL;
   if (s->rdonly) return -EBADF;
   if (permits > s->permits) return -EINVAL;
-  Wakes wk;
-  {
-    LockGuard guard(s);
-    s->core->capacity.store(permits, std::memory_order_relaxed);  // commit
-    SHMSEM_HOOK(CAPACITY_SET);
-    settle_capacity(s, &wk);
-  }
-  wk.run(s);
+  Section sec(s);
+  s->core->capacity.store(permits, std::memory_order_relaxed);  // commit
+  SHMSEM_HOOK(CAPACITY_SET);
+  settle_capacity(sec.locked(), sec.wakes());
   return 0;
 }
 

@@ -19,7 +19,7 @@ int set_capacity(shmsem_t *s, uint32_t permits);
 // also takes back the head's reservation (nobody holds it yet). Run again
 // by repair, which recounts `retired` and sets `retiring` to 0 first: a
 // resize cut short at any step is finished there.
-void settle_capacity(shmsem_t *s, Wakes *wk);
+void settle_capacity(Locked s, Wakes *wk);
 
 }  // namespace shmsem::detail
 

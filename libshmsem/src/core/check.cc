@@ -12,7 +12,7 @@
 #include "chain.h"
 #include "clock.h"
 #include "hooks.h"
-#include "lock.h"
+#include "section.h"
 #include "rate.h"
 #include "recovery.h"
 #include "tables.h"
@@ -118,11 +118,7 @@ int check_locked(shmsem_t *s, char *msg, size_t len) {
       return fail(msg, len, "INV-PROCS: record in use above the mark");
   }
   uint32_t gate = c->gate.load(std::memory_order_relaxed);
-  if (gate !=
-      ((c->waiting.load(std::memory_order_relaxed) ? kGateQueued : 0) |
-       (c->closed.load(std::memory_order_relaxed) ? kGateClosed : 0) |
-       (c->retiring.load(std::memory_order_relaxed) ? kGateRetiring : 0) |
-       (c->rate_interval_ns.load(std::memory_order_relaxed) ? kGateRate : 0)))
+  if (gate != gate_of(c))  // tables.h: the one formula
     return fail(msg, len, "INV-GATE: the gate does not follow the queue");
   if (nfree + nheld + nres + nloose + nfast + nretired != n)
     return fail(msg, len, "INV-PERMITS: records do not add up to N");
@@ -284,16 +280,16 @@ int check_locked(shmsem_t *s, char *msg, size_t len) {
 }
 
 int check_and_repair(shmsem_t *s) {
-  LockGuard guard(s);
+  Section sec(s);
   if (check_locked(s, nullptr, 0) == 0) return 0;
-  repair(s);
+  repair(sec.locked(), sec.wakes());
   return 1;
 }
 
 int check(shmsem_t *s, char *msg, size_t len) {
   if (!s) return -EINVAL;
   if (s->rdonly) return check_locked(s, msg, len);  // best effort, racy
-  LockGuard guard(s);
+  Section sec(s);
   return check_locked(s, msg, len);
 }
 

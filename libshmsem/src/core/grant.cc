@@ -10,7 +10,9 @@
 #include "hooks.h"
 #include "rate.h"
 #include "chain.h"
+#include "grant.h"
 #include "tables.h"
+#include "transitions.h"
 
 namespace shmsem::detail {
 
@@ -43,7 +45,7 @@ void note_handoff(shmsem_t *s, uint64_t waited) {
 // lock): it said why it left (left_why), and it is counted here, once. If
 // it held the watcher role, the role passes on now (a wake under the lock:
 // rare).
-void free_left(shmsem_t *s, uint32_t w) {
+void free_left(Locked s, uint32_t w) {
   // Pairs with the owner's CAS to LEFT / LEFT_QUEUED (release), which our
   // caller read (relaxed) to find the slot left: its left_why store is
   // visible.
@@ -58,7 +60,7 @@ void free_left(shmsem_t *s, uint32_t w) {
   if (nw != kNone) wake_slot(s, nw);
 }
 
-void sweep_left(shmsem_t *s, uint32_t w, Wakes *wk) {
+void sweep_left(Locked s, uint32_t w, Wakes *wk) {
   WaiterSlot &ws = s->slots[w];
   uint32_t word = ws.word.load(std::memory_order_relaxed);
   if (word == kSlotLeftQueued)
@@ -82,7 +84,7 @@ bool head_full(const shmsem_t *s, uint32_t w) {
 // `out` (chain.h: read once). A chain that leaves the records reserved for
 // `w` is cut there: the rest are orphans, which the repair at unlock
 // returns to the pool.
-void take_reservation(shmsem_t *s, uint32_t w, Chain *out) {
+void take_reservation(Locked s, uint32_t w, Chain *out) {
   WaiterSlot &ws = s->slots[w];
   if (walk_reservation(s, w, out) != ChainEnd::kEnd) mark_corrupt(s);
   counter_add(s->core->reserved, -int32_t(out->size()));
@@ -106,23 +108,93 @@ bool shrink_waits(shmsem_t *s) {
   return true;
 }
 
-void retire(shmsem_t *s, uint32_t l) {
+void retire(Locked s, uint32_t l) {
   Core *c = s->core;
   LeaseRecord &rec = s->leases[l];
   counter_add(c->retiring, -1);
   lease_unlist(s, l);
-  lease_store(rec, kLeaseRetired, lease_gen(rec));  // commit
+  lease_retire(s, rec);  // commit
   counter_add(c->retired, 1);
+}
+
+// Head `w`, whose owner left without the lock, is no waiter any more:
+// what was reserved for it goes into `todo` at `next`, and its slot is
+// freed (the caller unlinked it). Counted in *freed.
+void drop_left_head(Locked s, uint32_t w, Chain *todo, uint32_t next,
+                    uint32_t *freed) {
+  ++*freed;
+  Chain left;
+  take_reservation(s, w, &left);
+  todo->insert(next, left);
+  free_left(s, w);
+}
+
+// Lease `l` back to the pool: nobody queued, or a head that has all it
+// asked for and waits for its start time (the rate), where no newcomer
+// takes it while anyone waits (INV-NOBYPASS).
+void to_pool(Locked s, uint32_t l) {
+  lease_to_free(s, s->leases[l]);  // commit
+  SHMSEM_HOOK(RELEASE_FREED);
+  lease_free(s, l);
+  counter_add(s->core->available, 1);
+}
+
+// Strict FIFO: lease `l` goes to head `w`'s reservation, never to the
+// pool, so no newcomer can take it in between (INV-NOBYPASS); the head
+// is granted once it has all it asked for and the rate allows. A head
+// that left meanwhile is dropped (drop_left_head).
+void reserve_for_head(Locked s, uint32_t l, uint32_t w, Chain *todo,
+                      uint32_t next, uint32_t *freed, Wakes *wk) {
+  Core *c = s->core;
+  LeaseRecord &rec = s->leases[l];
+  WaiterSlot &ws = s->slots[w];
+  rec.slot = w;
+  rec.link = ws.lease;  // checked when the chain is walked
+  rec.since_ns.store(coarse_ns(), std::memory_order_relaxed);
+  const uint64_t gen = next_gen(lease_gen(rec));
+  SHMSEM_HOOK(RELEASE_CHOSEN);
+  lease_reserve(s, rec, gen);  // commit
+  // The waiter's name goes on the record only after the commit: written
+  // before it, a crash would leave the lease HELD under the name of a
+  // live waiter that never got it, and nobody would ever reclaim it
+  // (found by the SPIN model, verify/MODEL.md). A RESERVED lease is
+  // reclaimed through its slot's owner, never its own.
+  rec.owner = process_of(ws.owner);
+  counter_add(c->reserved, 1);
+  ws.lease = l;
+  ws.got = ws.got + 1;
+  SHMSEM_HOOK(RELEASE_RESERVED);
+  if (ws.got < slot_weight(s, w)) return;  // the head gathers more
+  const uint64_t now =
+      c->rate_interval_ns.load(std::memory_order_relaxed) ? mono_ns() : 0;
+  if (!rate_ok(s, now)) {
+    // All its permits, but no token yet: it sleeps until its start time,
+    // which it learns when woken now (once).
+    wk->add(s, w);
+    return;
+  }
+  queue_unlink(s, w);
+  // Release: a waiter that reads GRANTED sees the lease fields above. A
+  // CAS, not a store: the owner may leave without the lock at any moment.
+  if (slot_grant(s, ws)) {
+    rate_take(s, now);
+    wk->add(s, w);
+    return;
+  }
+  // It left after we looked (LEFT_QUEUED, unlinked above): its
+  // reservation, this record included, goes on. A crash before the next
+  // commit leaves RESERVED leases whose slot is not GRANTED: repair
+  // returns them to the pool.
+  drop_left_head(s, w, todo, next, freed);
 }
 
 // Passes lease `l`: retirement, the head, or the pool (pass_permit). New
 // records to pass (a left head's reservation) go into `todo` at `next`,
 // before the rest. *freed counts the left heads freed in the whole pass:
 // more than there are slots means a damaged queue, which stops the loop.
-void place(shmsem_t *s, uint32_t l, Chain *todo, uint32_t next,
+void place(Locked s, uint32_t l, Chain *todo, uint32_t next,
            uint32_t *freed, Wakes *wk) {
   Core *c = s->core;
-  LeaseRecord &rec = s->leases[l];
   // A shrink takes released permits before anyone else.
   if (shrink_waits(s)) return retire(s, l);
   // Each round frees a slot whose owner left, or ends.
@@ -136,14 +208,10 @@ void place(shmsem_t *s, uint32_t l, Chain *todo, uint32_t next,
                         ? s->slots[w].word.load(std::memory_order_relaxed)
                         : 0;
     if (w != kNone && word == kSlotLeftQueued) {
-      ++*freed;
       // Its owner left without the lock: not a waiter any more. What was
       // reserved for it goes on after this record.
       queue_unlink(s, w);
-      Chain left;
-      take_reservation(s, w, &left);
-      todo->insert(next, left);
-      free_left(s, w);
+      drop_left_head(s, w, todo, next, freed);
       continue;
     }
     if (w != kNone && word != kSlotWaiting) {
@@ -152,70 +220,13 @@ void place(shmsem_t *s, uint32_t l, Chain *todo, uint32_t next,
       mark_corrupt(s);
       w = kNone;
     }
-    if (w == kNone || head_full(s, w)) {
-      // Nobody queued, or a head that has all it asked for and waits for
-      // its start time (the rate): back to the pool, where no newcomer
-      // takes it while anyone waits (INV-NOBYPASS).
-      lease_store(rec, kLeaseFree, lease_gen(rec));  // commit
-      SHMSEM_HOOK(RELEASE_FREED);
-      lease_free(s, l);
-      counter_add(c->available, 1);
-      return;
-    }
-    // Strict FIFO: the permit goes to the head's reservation, never to the
-    // pool, so no newcomer can take it in between (INV-NOBYPASS).
-    WaiterSlot &ws = s->slots[w];
-    rec.slot = w;
-    rec.link = ws.lease;  // checked when the chain is walked
-    rec.since_ns.store(coarse_ns(), std::memory_order_relaxed);
-    const uint64_t gen = next_gen(lease_gen(rec));
-    SHMSEM_HOOK(RELEASE_CHOSEN);
-    lease_store(rec, kLeaseReserved, gen);  // commit
-    // The waiter's name goes on the record only after the commit: written
-    // before it, a crash would leave the lease HELD under the name of a
-    // live waiter that never got it, and nobody would ever reclaim it
-    // (found by the SPIN model, verify/MODEL.md). A RESERVED lease is
-    // reclaimed through its slot's owner, never its own.
-    rec.owner = process_of(ws.owner);
-    counter_add(c->reserved, 1);
-    ws.lease = l;
-    ws.got = ws.got + 1;
-    SHMSEM_HOOK(RELEASE_RESERVED);
-    if (ws.got < slot_weight(s, w)) return;  // the head gathers more
-    const uint64_t now =
-        c->rate_interval_ns.load(std::memory_order_relaxed) ? mono_ns() : 0;
-    if (!rate_ok(s, now)) {
-      // All its permits, but no token yet: it sleeps until its start time,
-      // which it learns when woken now (once).
-      wk->add(s, w);
-      return;
-    }
-    queue_unlink(s, w);
-    // Release: a waiter that reads GRANTED sees the lease fields above. A
-    // CAS, not a store: the owner may leave without the lock at any moment.
-    uint32_t expected = kSlotWaiting;
-    if (ws.word.compare_exchange_strong(expected, kSlotGranted,
-                                        std::memory_order_release,
-                                        std::memory_order_relaxed)) {
-      rate_take(s, now);
-      wk->add(s, w);
-      return;
-    }
-    // It left after we looked (LEFT_QUEUED, unlinked above): its
-    // reservation, this record included, goes on. A crash before the next
-    // commit leaves RESERVED leases whose slot is not GRANTED: repair
-    // returns them to the pool.
-    ++*freed;
-    Chain left;
-    take_reservation(s, w, &left);
-    todo->insert(next, left);
-    free_left(s, w);
-    return;
+    if (w == kNone || head_full(s, w)) return to_pool(s, l);
+    return reserve_for_head(s, l, w, todo, next, freed, wk);
   }
 }
 
 // Passes each record of `todo` (a private copy: chain.h), in order.
-void pass_todo(shmsem_t *s, Chain *todo, Wakes *wk) {
+void pass_todo(Locked s, Chain *todo, Wakes *wk) {
   uint32_t freed = 0;
   for (uint32_t i = 0; i < todo->size(); i++) {
     const uint32_t l = (*todo)[i];
@@ -226,13 +237,13 @@ void pass_todo(shmsem_t *s, Chain *todo, Wakes *wk) {
 
 }  // namespace
 
-void pass_permit(shmsem_t *s, uint32_t l, Wakes *wk) {
+void pass_permit(Locked s, uint32_t l, Wakes *wk) {
   Chain one;
   one.push_back(l);
   pass_todo(s, &one, wk);
 }
 
-void pass_chain(shmsem_t *s, const Chain &c, Wakes *wk) {
+void pass_chain(Locked s, const Chain &c, Wakes *wk) {
   Chain todo = c;
   pass_todo(s, &todo, wk);
 }
@@ -245,7 +256,7 @@ bool wants_permit(const shmsem_t *s) {
   return h != kNone && slot_ok(s, h) && !head_full(s, h);
 }
 
-void feed_head(shmsem_t *s, Wakes *wk) {
+void feed_head(Locked s, Wakes *wk) {
   Core *c = s->core;
   for (uint32_t i = 0; i < s->permits; i++) {
     if (!c->available.load(std::memory_order_relaxed) || !wants_permit(s))
@@ -257,14 +268,14 @@ void feed_head(shmsem_t *s, Wakes *wk) {
   }
 }
 
-void drop_reservation(shmsem_t *s, uint32_t w, Wakes *wk) {
+void drop_reservation(Locked s, uint32_t w, Wakes *wk) {
   Chain todo;
   take_reservation(s, w, &todo);
   pass_todo(s, &todo, wk);
   feed_head(s, wk);
 }
 
-bool grant_due_head(shmsem_t *s, uint32_t w, Wakes *wk) {
+bool grant_due_head(Locked s, uint32_t w, Wakes *wk) {
   Core *c = s->core;
   // Not while a shrink waits: the head's reservation would then be above
   // the capacity (settle_capacity takes it back; this is the guard).
@@ -278,10 +289,7 @@ bool grant_due_head(shmsem_t *s, uint32_t w, Wakes *wk) {
   const uint64_t now = mono_ns();
   if (!rate_ok(s, now)) return false;
   queue_unlink(s, w);
-  uint32_t expected = kSlotWaiting;
-  if (!ws.word.compare_exchange_strong(expected, kSlotGranted,
-                                       std::memory_order_release,
-                                       std::memory_order_relaxed)) {
+  if (!slot_grant(s, ws)) {
     // Only its owner changes it without the lock, and the owner is us.
     mark_corrupt(s);
     return false;
@@ -300,7 +308,7 @@ namespace {
 // (the commit): a thread that dies in between leaves its process holding
 // them, which reclamation passes on once the process is gone. Returns the
 // token's generation.
-uint64_t consume_grant(shmsem_t *s, uint32_t w, uint32_t proc,
+uint64_t consume_grant(Locked s, uint32_t w, uint32_t proc,
                        const Chain &ch) {
   Core *c = s->core;
   WaiterSlot &ws = s->slots[w];
@@ -310,8 +318,7 @@ uint64_t consume_grant(shmsem_t *s, uint32_t w, uint32_t proc,
   if (k == 1 && proc < s->max_procs) {
     // Under the waiter's process record: its release can be lock-free.
     lease_unlist(s, ch[0]);
-    rec.word.store(lease_word(kLeaseHeldFast, proc, gen),
-                   std::memory_order_release);  // commit
+    lease_hold_fast(s, rec, proc, gen);  // commit
   } else {
     const Owner o = process_of(ws.owner);
     for (uint32_t i = 1; i < k; i++) {
@@ -319,12 +326,12 @@ uint64_t consume_grant(shmsem_t *s, uint32_t w, uint32_t proc,
       x.owner = o;  // named before HELD (pass_permit)
       x.slot = kMember;  // no token names it
       x.link = i + 1 < k ? ch[i + 1] : kNone;  // the copy, not the segment
-      lease_store(x, kLeaseHeld, lease_gen(x));
+      lease_hold(s, x, lease_gen(x));
     }
     rec.owner = o;
     rec.slot = kNone;
     rec.link = k > 1 ? ch[1] : kNone;
-    lease_store(rec, kLeaseHeld, gen);  // commit
+    lease_hold(s, rec, gen);  // commit
     counter_add(c->held, int32_t(k));
   }
   counter_add(c->reserved, -int32_t(k));
@@ -335,7 +342,7 @@ uint64_t consume_grant(shmsem_t *s, uint32_t w, uint32_t proc,
 
 }  // namespace
 
-int finish_slot(shmsem_t *s, uint32_t w, uint32_t proc,
+int finish_slot(Locked s, uint32_t w, uint32_t proc,
                 shmsem_lease_t *lease, Wakes *wk) {
   WaiterSlot &ws = s->slots[w];
   uint32_t word = ws.word.load(std::memory_order_acquire);

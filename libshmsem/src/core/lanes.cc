@@ -6,7 +6,9 @@
 #include "clock.h"
 #include "futex.h"
 #include "hooks.h"
-#include "lock.h"
+#include "grant.h"
+#include "section.h"
+#include "transitions.h"
 
 namespace shmsem::detail {
 namespace {
@@ -22,18 +24,15 @@ bool same_process(const Owner &a, const Owner &b) {
 // whoever opened the gate, or an acquire that read the gate before it
 // opened).
 void hand_loose(shmsem_t *s, uint32_t l) {
-  Wakes wk;
-  {
-    LockGuard guard(s);
-    SHMSEM_HOOK(FAST_HANDOFF_LOCKED);
-    if (!wants_permit(s)) return;
-    uint64_t w = s->leases[l].word.load(std::memory_order_relaxed);
-    if (word_state(w) == kLeaseLoose) (void)pass_loose(s, l, w, &wk);
-  }
-  wk.run(s);  // Dekker with the waiter (acquire.cc), as release.cc does
+  Section sec(s);
+  SHMSEM_HOOK(FAST_HANDOFF_LOCKED);
+  if (!wants_permit(s)) return;
+  uint64_t w = s->leases[l].word.load(std::memory_order_relaxed);
+  if (word_state(w) == kLeaseLoose)
+    (void)pass_loose(sec.locked(), l, w, sec.wakes());
 }
 
-uint32_t self_proc(shmsem_t *s) {
+uint32_t self_proc(Locked s) {
   const Owner me = self_owner();
   if (s->fast_pid.load(std::memory_order_relaxed) == me.pid) {
     // Still ours? Reclamation frees a record whose process it proved dead,
@@ -69,7 +68,7 @@ uint32_t self_proc(shmsem_t *s) {
     }
     fold_holds(s, free_rec);  // nothing, unless a writer left counts there
     SHMSEM_HOOK(PROC_NAMED);
-    pr.state.store(kProcUsed, std::memory_order_release);  // commit
+    proc_claim(s, pr);  // commit
     if (c->procs_hwm.load(std::memory_order_relaxed) <= free_rec)
       c->procs_hwm.store(free_rec + 1, std::memory_order_relaxed);
     found = free_rec;
@@ -79,7 +78,7 @@ uint32_t self_proc(shmsem_t *s) {
   return found;
 }
 
-bool pass_loose(shmsem_t *s, uint32_t l, uint64_t w, Wakes *wk) {
+bool pass_loose(Locked s, uint32_t l, uint64_t w, Wakes *wk) {
   LeaseRecord &rec = s->leases[l];
   // Ours for the instant: a crash before pass_permit's commit leaves a HELD
   // lease of this (dead) process, which reclamation passes on. A grant, so
@@ -87,17 +86,15 @@ bool pass_loose(shmsem_t *s, uint32_t l, uint64_t w, Wakes *wk) {
   // match that HELD lease again, and a second release of it after such a
   // crash returned 0 (the SPIN model's F1, verify/MODEL.md).
   rec.owner = self_owner();
-  if (!rec.word.compare_exchange_strong(
-          w, lease_word(kLeaseHeld, kNoProc, next_gen(word_gen(w))),
-          std::memory_order_acquire, std::memory_order_relaxed))
+  if (!lease_take_loose(s, rec, &w, kLeaseHeld, kNoProc,
+                        next_gen(word_gen(w))))
     return false;
-  used_add(s, s->core->n_used_leases, s->used_leases, s->permits, l,
-           &rec.used_pos);
+  used_add_lease(s, l);
   pass_permit(s, l, wk);
   return true;
 }
 
-uint32_t take_any_loose(shmsem_t *s, uint32_t proc, const Owner &me,
+uint32_t take_any_loose(Locked s, uint32_t proc, const Owner &me,
                         uint64_t *gen) {
   uint32_t hwm = std::min(s->core->procs_hwm.load(std::memory_order_relaxed),
                           s->max_procs);
@@ -112,14 +109,12 @@ uint32_t take_any_loose(shmsem_t *s, uint32_t proc, const Owner &me,
       if (word_state(w) != kLeaseLoose) continue;
       uint64_t g = next_gen(word_gen(w));
       if (proc == kNoProc) rec.owner = process_of(me);
-      uint64_t nw = lease_word(proc == kNoProc ? kLeaseHeld : kLeaseHeldFast,
-                               proc, g);
-      if (!rec.word.compare_exchange_strong(w, nw, std::memory_order_acquire,
-                                            std::memory_order_relaxed))
+      if (!lease_take_loose(s, rec, &w,
+                            proc == kNoProc ? kLeaseHeld : kLeaseHeldFast,
+                            proc, g))
         continue;
       if (proc == kNoProc) {
-        used_add(s, s->core->n_used_leases, s->used_leases, s->permits, l,
-                 &rec.used_pos);
+        used_add_lease(s, l);
         counter_add(s->core->held, 1);
       }
       rec.since_ns.store(coarse_ns(), std::memory_order_relaxed);
@@ -141,25 +136,23 @@ bool loose_named(const shmsem_t *s, uint32_t l, uint64_t w) {
 }
 
 int recover_unnamed_loose(shmsem_t *s) {
-  WakeAfter wk(s);
-  LockGuard guard(s);
+  Section sec(s);
   int n = 0;
   for (uint32_t l = 0; l < s->permits; l++) {
     uint64_t w = s->leases[l].word.load(std::memory_order_acquire);
     if (word_state(w) != kLeaseLoose || loose_named(s, l, w)) continue;
     // Taken and freed again since the read: the CAS fails (a new
     // generation), and the lease is someone's, named or held.
-    n += pass_loose(s, l, w, &wk);
+    n += pass_loose(sec.locked(), l, w, sec.wakes());
   }
   return n;
 }
 
-int sweep_loose(shmsem_t *s) {
+int sweep_loose(Locked s, Wakes *wk) {
   Core *c = s->core;
   int n = 0;
   uint32_t hwm = std::min(c->procs_hwm.load(std::memory_order_relaxed),
                           s->max_procs);
-  Wakes wk;
   for (uint32_t p = 0; p < hwm && wants_permit(s); p++) {
     if (s->procs[p].state.load(std::memory_order_relaxed) != kProcUsed)
       continue;
@@ -169,15 +162,13 @@ int sweep_loose(shmsem_t *s) {
       if (l >= s->permits) continue;
       uint64_t w = s->leases[l].word.load(std::memory_order_relaxed);
       if (word_state(w) != kLeaseLoose) continue;
-      n += pass_loose(s, l, w, &wk);
+      n += pass_loose(s, l, w, wk);
     }
   }
-  // Under the lock: rare (a release crossed the opening of the gate).
-  for (uint32_t i = 0; i < wk.n; i++) wake_slot(s, wk.slot[i]);
   return n;
 }
 
-void fold_holds(shmsem_t *s, uint32_t p) {
+void fold_holds(Locked s, uint32_t p) {
   Core *c = s->core;
   for (uint32_t ln = 0; ln < kLanes; ln++) {
     LaneHold &h = s->holds[p * kLanes + ln];

@@ -8,21 +8,22 @@
 
 #include "handle.h"
 #include "owner.h"
+#include "section.h"
 #include "tables.h"
 
 namespace shmsem::detail {
 
 // This process's record, registered at the first call (kNoProc if none is
 // free: the process then works without the lock-free path).
-uint32_t self_proc(shmsem_t *s);
+uint32_t self_proc(Locked s);
 // Lease `l` read as `w`, LOOSE: CAS it to HELD (listed, owned by this
 // process for the instant until the caller commits its next state) and
 // pass it on (pass_permit; slots to wake go to `wk`). False if the word
 // was no longer `w`.
-bool pass_loose(shmsem_t *s, uint32_t l, uint64_t w, Wakes *wk);
+bool pass_loose(Locked s, uint32_t l, uint64_t w, Wakes *wk);
 // Any LOOSE lease, taken for this process as HELD_FAST under `proc` (or
 // HELD with `me` as owner if proc is kNoProc). kNone if none.
-uint32_t take_any_loose(shmsem_t *s, uint32_t proc, const Owner &me,
+uint32_t take_any_loose(Locked s, uint32_t proc, const Owner &me,
                         uint64_t *gen);
 // A lane of the process record that LOOSE lease `l` (read as `w`) names
 // names it in turn: the sweeps can find it.
@@ -32,9 +33,9 @@ bool loose_named(const shmsem_t *s, uint32_t l, uint64_t w);
 // N words, for shmsem_recover(). Returns how many.
 int recover_unnamed_loose(shmsem_t *s);
 // While a permit is wanted (wants_permit: the head gathers, or a shrink
-// waits), LOOSE leases go on; each granted slot is woken at once. Returns
-// how many were passed on.
-int sweep_loose(shmsem_t *s);
+// waits), LOOSE leases go on. Returns
+// how many were passed on; the slots granted go to `wk`.
+int sweep_loose(Locked s, Wakes *wk);
 // The store-load barrier that the SC fences of the gate protocol need after
 // an RMW: nothing on x86, where a locked instruction is a full barrier.
 inline void fence_after_rmw() {
@@ -48,7 +49,7 @@ inline void fence_after_rmw() {
 // Under the lock: process record `p`'s lanes' hold times join the core's,
 // and the lanes start again from zero (its process is gone, or it is being
 // given to a new one).
-void fold_holds(shmsem_t *s, uint32_t p);
+void fold_holds(Locked s, uint32_t p);
 
 // The releaser saw the gate open after freeing lease `l` (fastpath.cc).
 void hand_loose(shmsem_t *s, uint32_t l);

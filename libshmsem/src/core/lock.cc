@@ -14,7 +14,7 @@
 // (the holder names itself right after its CAS and clears the tid before
 // unlocking), or the bare tid when it died before naming itself.
 // Dead (owner.h's proof: its thread or its process provably exited) -> CAS
-// the word from that value to ourselves, repair(), carry on. Anything else
+// the word from that value to ourselves; the section (section.h) repairs. Anything else
 // (alive, stopped, unknown) -> keep waiting, checking less often, until the
 // caller's limit (limit.h), if any, ends the wait without the lock.
 #include "lock.h"
@@ -23,14 +23,10 @@
 
 #include <algorithm>
 
-#include "census.h"
 #include "clock.h"
-#include "lanes.h"
 #include "futex.h"
 #include "hooks.h"
 #include "owner.h"
-#include "recovery.h"
-#include "tables.h"
 
 namespace shmsem::detail {
 namespace {
@@ -230,53 +226,23 @@ void init_lock(Core *c) {
   c->lock_owner = Owner{};
 }
 
-int lock_within(shmsem_t *s, const Limit *limit) {
+int lock_take(shmsem_t *s, const Limit *limit) {
   const Owner &me = self_thread_owner();
   const uint32_t tid = uint32_t(me.tid) & kLockTidMask;
   uint32_t expected = 0;
-  // Acquire: pairs with the release exchange in unlock().
+  // Acquire: pairs with the release exchange in lock_release().
   int got = 0;
   if (!s->core->lock_word.compare_exchange_strong(
           expected, tid, std::memory_order_acquire,
           std::memory_order_relaxed))
     got = lock_slow(s, tid, limit);
   if (got < 0) return got;
-  const bool dead_holder = got == 1;
   SHMSEM_HOOK(LOCK_TAKEN);
   name_holder(s->core, me);
-  s->corrupt = false;
-  if (dead_holder || !counters_plausible(s)) {
-    // The previous holder died inside a critical section, or a writer left
-    // counters no consistent state has (census.h): rebuild the derived
-    // state from the record states before anyone else sees it.
-    repair(s);
-  }
-  return 0;
+  return got;
 }
 
-void lock(shmsem_t *s) { (void)lock_within(s, nullptr); }
-
-void unlock(shmsem_t *s) {
-  if (s->corrupt) {
-    // A value read from the segment was out of range: rebuild before
-    // anyone else sees the state (tables.h).
-    s->corrupt = false;
-    repair(s);
-  }
-  // The gate of the lock-free path follows the queue and `closed`. Opened
-  // to the queue: the fence, then the lanes (Dekker with fast_release(),
-  // fastpath.cc): a lease freed by a releaser that read the gate shut is
-  // seen here and goes to the head.
-  if (gate_sync(s)) {
-    std::atomic_thread_fence(std::memory_order_seq_cst);
-    SHMSEM_HOOK(GATE_OPENED);
-    sweep_loose(s);
-    if (s->corrupt) {
-      s->corrupt = false;
-      repair(s);
-    }
-    (void)gate_sync(s);  // the sweep may have granted every waiter
-  }
+void lock_release(shmsem_t *s) {
   // No longer ours: a later holder with a reused tid must not find a
   // record naming it before it has named itself (holder_dead()).
   __atomic_store_n(&s->core->lock_owner.tid, 0, __ATOMIC_RELAXED);

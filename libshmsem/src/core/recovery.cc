@@ -25,17 +25,19 @@
 #include "hooks.h"
 #include "owner.h"
 #include "rate.h"
+#include "grant.h"
 #include "tables.h"
+#include "transitions.h"
 
 namespace shmsem::detail {
 
 namespace {
 
 // A RESERVED record given back in repair: FREE, for the rebuild below.
-void orphan(shmsem_t *s, uint32_t l) {
+void orphan(Locked s, uint32_t l) {
   LeaseRecord &rec = s->leases[l];
   rec.link = kNone;
-  lease_store(rec, kLeaseFree, lease_gen(rec));
+  lease_to_free(s, rec);
 }
 
 // The reservations, as the records say (each RESERVED record names its
@@ -49,7 +51,7 @@ struct Reservations {
 };
 
 // Every record reserved for slot `w` goes back to the pool.
-void orphan_reservation(shmsem_t *s, Reservations *rv, uint32_t w) {
+void orphan_reservation(Locked s, Reservations *rv, uint32_t w) {
   for (uint32_t l = rv->head[w]; l != kNone; l = rv->link[l]) orphan(s, l);
   rv->head[w] = kNone;
   rv->got[w] = 0;
@@ -57,7 +59,7 @@ void orphan_reservation(shmsem_t *s, Reservations *rv, uint32_t w) {
 
 // 1. Reservations, from the records. A record whose slot is gone (a
 // hand-on cut short) is an orphan.
-Reservations read_reservations(shmsem_t *s) {
+Reservations read_reservations(Locked s) {
   const uint32_t n = s->permits, m = s->max_waiters;
   Reservations rv{std::vector<uint32_t>(m, kNone),
                   std::vector<uint32_t>(n, kNone), std::vector<uint32_t>(m, 0)};
@@ -81,7 +83,7 @@ Reservations read_reservations(shmsem_t *s) {
 
 // The slots' chains and counts from the copy, and each slot's weight as
 // every reader clamps it (tables.h slot_weight), so check agrees.
-void write_reservations(shmsem_t *s, const Reservations &rv) {
+void write_reservations(Locked s, const Reservations &rv) {
   for (uint32_t w = 0; w < s->max_waiters; w++) {
     WaiterSlot &ws = s->slots[w];
     if (ws.word.load(std::memory_order_relaxed) != kSlotFree)
@@ -110,8 +112,8 @@ uint64_t head_ticket(const shmsem_t *s) {
 // (leaving without the lock: WAITING -> LEFT_QUEUED, the others -> LEFT)
 // are changed by CAS; a slot left either way is consistent, and is freed
 // by whoever meets it next (grant.cc sweep_left()), never here.
-void settle_slot(shmsem_t *s, Reservations *rv, uint32_t w, uint64_t head,
-                 std::vector<uint32_t> *wake) {
+void settle_slot(Locked s, Reservations *rv, uint32_t w, uint64_t head,
+                 Wakes *wk) {
   Core *c = s->core;
   WaiterSlot &ws = s->slots[w];
   uint32_t word = ws.word.load(std::memory_order_relaxed);
@@ -121,22 +123,16 @@ void settle_slot(shmsem_t *s, Reservations *rv, uint32_t w, uint64_t head,
     // All of it, or nothing (consumed); a part means the consumer died
     // between the records it made HELD: the rest go back.
     if (got != k && got != 0) orphan_reservation(s, rv, w);
-    if (word == kSlotGranted && rv->got[w] == 0)
-      ws.word.compare_exchange_strong(word, kSlotFree,
-                                      std::memory_order_release,
-                                      std::memory_order_relaxed);
+    if (word == kSlotGranted && rv->got[w] == 0) (void)slot_drop_grant(s, ws);
   } else if (queued && c->closed.load(std::memory_order_relaxed)) {
     // A shutdown that died half-way. (A slot its owner left goes out of
     // the queue as LEFT: nobody waits on a closed semaphore.)
     orphan_reservation(s, rv, w);
-    if (word == kSlotWaiting &&
-        ws.word.compare_exchange_strong(word, kSlotClosed,
-                                        std::memory_order_release,
-                                        std::memory_order_relaxed)) {
-      wake->push_back(w);
+    if (word == kSlotWaiting && slot_close(s, ws)) {
+      wk->add(s, w);
       stat_bump(c->shutdown_failures);  // as shutdown would have
     } else {
-      ws.word.store(kSlotLeft, std::memory_order_release);
+      slot_mark_left(s, ws);
     }
   } else if (queued) {
     if (got &&
@@ -148,10 +144,8 @@ void settle_slot(shmsem_t *s, Reservations *rv, uint32_t w, uint64_t head,
       // records are orphans like any other). Under a rate limit it waits
       // for its start time: woken to learn it.
       if (c->rate_interval_ns.load(std::memory_order_relaxed) ||
-          ws.word.compare_exchange_strong(word, kSlotGranted,
-                                          std::memory_order_release,
-                                          std::memory_order_relaxed))
-        wake->push_back(w);
+          slot_grant(s, ws))
+        wk->add(s, w);
       else
         orphan_reservation(s, rv, w);
     }
@@ -159,7 +153,7 @@ void settle_slot(shmsem_t *s, Reservations *rv, uint32_t w, uint64_t head,
     orphan_reservation(s, rv, w);  // dropped when it was cancelled or closed
   } else if (word != kSlotFree) {
     orphan_reservation(s, rv, w);
-    ws.word.store(kSlotFree, std::memory_order_release);
+    slot_to_free(s, ws);
   }
 }
 
@@ -168,27 +162,20 @@ void settle_slot(shmsem_t *s, Reservations *rv, uint32_t w, uint64_t head,
 // reclamation passes it on (the dead record's process may have held it; we
 // cannot tell). Returns false, with *w reread, if the word changed (the
 // lock-free path's: CAS only).
-bool adopt_fast(shmsem_t *s, uint32_t l, uint64_t *w) {
+bool adopt_fast(Locked s, uint32_t l, uint64_t *w) {
   LeaseRecord &rec = s->leases[l];
   const uint32_t p = word_proc(*w);
   if (p < s->max_procs &&
       s->procs[p].state.load(std::memory_order_relaxed) == kProcUsed)
     return true;  // its process's, as it should be
-  rec.owner = self_owner();
   rec.slot = kNone;  // a token names it
   rec.link = kNone;
-  if (!rec.word.compare_exchange_strong(
-          *w, lease_word(kLeaseHeld, kNoProc, word_gen(*w)),
-          std::memory_order_relaxed, std::memory_order_relaxed))
-    return false;
-  used_add(s, s->core->n_used_leases, s->used_leases, s->permits, l,
-           &rec.used_pos);
-  return true;
+  return lease_lock_in(s, l, w, self_owner());
 }
 
 // 3. The lease free list and the array of leases in use, from the record
 // states; any other word is FREE.
-void rebuild_leases(shmsem_t *s) {
+void rebuild_leases(Locked s) {
   Core *c = s->core;
   const uint32_t n = s->permits;
   c->free_lease = kNone;
@@ -209,15 +196,12 @@ void rebuild_leases(shmsem_t *s) {
         // Free, and found by the sweeps only through a lane of its process
         // record that names it (fast_release() names it before freeing it).
         if (loose_named(s, l, w)) break;
-        if (!rec.word.compare_exchange_strong(
-                w, lease_word(kLeaseFree, kNoProc, word_gen(w)),
-                std::memory_order_relaxed, std::memory_order_relaxed))
+        if (!lease_unloose(s, rec, &w))
           break;  // taken meanwhile (CAS: the only way it changes)
         lease_push(s, l);
         break;
       default:
-        rec.word.store(lease_word(kLeaseFree, kNoProc, word_gen(w)),
-                       std::memory_order_relaxed);
+        lease_to_free(s, rec);
         lease_push(s, l);
     }
   }
@@ -253,7 +237,7 @@ void renumber_forged_tickets(
 // Process records in any state but FREE and USED: USED, so that the
 // leases their process may hold lock-free stay its own, and the next pass
 // judges the owner they name (a dead or zero one is freed then).
-void settle_procs(shmsem_t *s) {
+void settle_procs(Locked s) {
   for (uint32_t p = 0; p < s->max_procs; p++) {
     std::atomic<uint32_t> &st = s->procs[p].state;
     uint32_t v = st.load(std::memory_order_relaxed);
@@ -267,7 +251,7 @@ void settle_procs(shmsem_t *s) {
 // never read the segment, where a writer may change tickets under it, and
 // std::sort with an inconsistent order runs off the ends of its array (an
 // adversarial test corrupted the heap that way).
-void rebuild_slots(shmsem_t *s) {
+void rebuild_slots(Locked s) {
   Core *c = s->core;
   const uint32_t m = s->max_waiters;
   std::vector<std::pair<uint64_t, uint32_t>> queued;
@@ -304,7 +288,7 @@ void rebuild_slots(shmsem_t *s) {
 // ends the chain; a kMember record no chain reaches links nowhere. (A
 // stale link, to a record that left, would be harmless, but check would
 // have to tell it from a writer's: none is left.)
-void rebuild_weighted(shmsem_t *s) {
+void rebuild_weighted(Locked s) {
   const uint32_t n = s->permits;
   std::vector<bool> reached(n, false);
   for (uint32_t l = 0; l < n; l++) {
@@ -328,19 +312,18 @@ void rebuild_weighted(shmsem_t *s) {
 }
 
 // 2. Every slot against its reservation.
-void finish_slots(shmsem_t *s, Reservations *rv, std::vector<uint32_t> *wake) {
+void finish_slots(Locked s, Reservations *rv, Wakes *wk) {
   const uint64_t head = head_ticket(s);
   for (uint32_t w = 0; w < s->max_waiters; w++)
-    settle_slot(s, rv, w, head, wake);
+    settle_slot(s, rv, w, head, wk);
 }
 
 }  // namespace
 
-void repair(shmsem_t *s) {
+void repair(Locked s, Wakes *wk) {
   SHMSEM_HOOK(REPAIR_LOCKED);
   Core *c = s->core;
   stat_bump(c->repairs);
-  std::vector<uint32_t> wake;
   // The rate words first (the creator's, clamped): whether a full head
   // waits for its start time or is granted depends on them (a writer's
   // interval on a semaphore without a rate left a full head waiting).
@@ -349,7 +332,7 @@ void repair(shmsem_t *s) {
   SHMSEM_HOOK(REPAIR_CHAINS_READ);
   if (c->closed.load(std::memory_order_relaxed))
     c->closed.store(1, std::memory_order_relaxed);
-  finish_slots(s, &rv, &wake);
+  finish_slots(s, &rv, wk);
   write_reservations(s, rv);
   rebuild_leases(s);
   rebuild_slots(s);
@@ -364,19 +347,16 @@ void repair(shmsem_t *s) {
                        : kSlotFree;
   if (wword == kSlotFree || slot_left(wword)) {
     c->watcher = c->tail;
-    if (c->tail != kNone) wake.push_back(c->tail);
+    if (c->tail != kNone) wk->add(s, c->tail);
   }
 
   // 5. A resize cut short is finished: the records follow the capacity.
   // Then a releaser that died after freeing its lease: permits free while
   // the head gathers break INV-NOBYPASS; hand them on.
-  Wakes wk;
-  settle_capacity(s, &wk);
-  feed_head(s, &wk);
+  settle_capacity(s, wk);
+  feed_head(s, wk);
   // 6. Leases a lock-free release freed while waiters queue.
-  sweep_loose(s);
-  for (uint32_t i = 0; i < wk.n; i++) wake.push_back(wk.slot[i]);
-  for (uint32_t w : wake) wake_slot(s, w);
+  sweep_loose(s, wk);
 }
 
 }  // namespace shmsem::detail

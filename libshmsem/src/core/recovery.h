@@ -2,13 +2,14 @@
 #define SHMSEM_SRC_RECOVERY_H
 
 #include "handle.h"
+#include "section.h"
 
 namespace shmsem::detail {
 
-// Called with the lock held after a takeover: the previous lock owner died
-// inside a critical section. Rebuilds every derived structure from the
-// record states (docs/DESIGN.md §7) and finishes half-done grants.
-void repair(shmsem_t *s);
+// Inside a section whose previous holder died inside, or that found damage:
+// rebuilds every derived structure from the record states (docs/DESIGN.md
+// §7) and finishes half-done grants; the slots to wake go to `wk`.
+void repair(Locked s, Wakes *wk);
 
 }  // namespace shmsem::detail
 

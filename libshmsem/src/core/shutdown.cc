@@ -5,12 +5,14 @@
 
 #include "futex.h"
 #include "hooks.h"
-#include "lock.h"
+#include "grant.h"
+#include "section.h"
+#include "transitions.h"
 #include "tables.h"
 
 namespace shmsem::detail {
 
-int fail_queued(shmsem_t *s) {
+int fail_queued(Locked s) {
   int n = 0;
   // Bounded: a damaged queue may loop or point anywhere.
   for (uint32_t i = 0; i <= s->max_waiters; i++) {
@@ -32,10 +34,7 @@ int fail_queued(shmsem_t *s) {
     Wakes none;
     drop_reservation(s, w, &none);
     // A CAS: the owner may leave without the lock at any moment.
-    uint32_t expected = kSlotWaiting;
-    if (!s->slots[w].word.compare_exchange_strong(
-            expected, kSlotClosed, std::memory_order_release,
-            std::memory_order_relaxed)) {  // commit
+    if (!slot_close(s, s->slots[w])) {  // commit
       free_left(s, w);  // it left after we looked; unlinked above
       continue;
     }
@@ -52,10 +51,10 @@ int fail_queued(shmsem_t *s) {
 int shutdown(shmsem_t *s) {
   if (!s) return -EINVAL;
   if (s->rdonly) return -EBADF;
-  LockGuard guard(s);
+  Section sec(s);
   s->core->closed.store(1, std::memory_order_relaxed);  // commit
   SHMSEM_HOOK(SHUTDOWN_CLOSED);
-  return fail_queued(s);
+  return fail_queued(sec.locked());
 }
 
 }  // namespace shmsem::detail

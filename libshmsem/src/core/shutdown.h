@@ -2,12 +2,13 @@
 #define SHMSEM_SRC_SHUTDOWN_H
 
 #include "handle.h"
+#include "section.h"
 
 namespace shmsem::detail {
 
 int shutdown(shmsem_t *s);
 // Under the lock: move every queued waiter to CLOSED and wake it.
-int fail_queued(shmsem_t *s);
+int fail_queued(Locked s);
 
 }  // namespace shmsem::detail
 

@@ -7,6 +7,7 @@
 
 #include "futex.h"
 #include "handle.h"
+#include "section.h"
 
 namespace shmsem::detail {
 
@@ -34,27 +35,24 @@ inline uint32_t lease_state(const LeaseRecord &r) {
 inline uint64_t lease_gen(const LeaseRecord &r) {
   return word_gen(r.word.load(std::memory_order_relaxed));
 }
-// Lock holders only, on a record in FREE, HELD or RESERVED: states the
-// lock-free path never changes (its CAS expects LOOSE or HELD_FAST), so a
-// plain store is the commit. Release: a reader that sees the new state sees
-// the fields written before it.
-inline void lease_store(LeaseRecord &r, uint32_t state, uint64_t gen) {
-  r.word.store(lease_word(state, kNoProc, gen), std::memory_order_release);
-}
-
 // --- the gate of the lock-free path --------------------------------------------
+// The one formula: what the gate must say given the core's state (check
+// compares with it).
 // After `waiting`, `closed`, `retiring` or the rate changed: the gate
 // follows them. Returns true when it has just opened to a hand-on (nobody
 // was queued and no shrink waited): the caller then sweeps the lanes
 // (fastpath.h), after a fence, for leases freed by releasers that read the
 // gate before this store.
-inline bool gate_sync(shmsem_t *s) {
+inline uint32_t gate_of(const Core *c) {
+  return (c->waiting.load(std::memory_order_relaxed) ? kGateQueued : 0) |
+         (c->closed.load(std::memory_order_relaxed) ? kGateClosed : 0) |
+         (c->retiring.load(std::memory_order_relaxed) ? kGateRetiring : 0) |
+         (c->rate_interval_ns.load(std::memory_order_relaxed) ? kGateRate
+                                                                : 0);
+}
+inline bool gate_sync(Locked s) {
   Core *c = s->core;
-  uint32_t g =
-      (c->waiting.load(std::memory_order_relaxed) ? kGateQueued : 0) |
-      (c->closed.load(std::memory_order_relaxed) ? kGateClosed : 0) |
-      (c->retiring.load(std::memory_order_relaxed) ? kGateRetiring : 0) |
-      (c->rate_interval_ns.load(std::memory_order_relaxed) ? kGateRate : 0);
+  const uint32_t g = gate_of(c);
   uint32_t old = c->gate.load(std::memory_order_relaxed);
   if (g == old) return false;
   c->gate.store(g, std::memory_order_relaxed);
@@ -66,7 +64,7 @@ inline bool gate_sync(shmsem_t *s) {
 // checks before it is used, read once into a local: another process may
 // have written anything there (docs/DESIGN.md, "Trust"). A value out of
 // range is never followed; the step is skipped, the handle is marked
-// `corrupt`, and unlock() runs repair() before releasing the lock, which
+// `corrupt`, and the section (section.h) runs repair() before unlocking, which
 // rebuilds every derived structure from the commit words. The operation
 // itself goes on degraded (e.g. "no free lease"), and its committed state
 // words are what repair then builds on.
@@ -136,6 +134,11 @@ inline void lease_push(shmsem_t *s, uint32_t l) {
   s->leases[l].next_free = s->core->free_lease;
   s->core->free_lease = l;
 }
+// Lease `l` joins the records in use.
+inline void used_add_lease(shmsem_t *s, uint32_t l) {
+  used_add(s, s->core->n_used_leases, s->used_leases, s->permits, l,
+           &s->leases[l].used_pos);
+}
 // A lease in use (l checked by the caller) goes back to the pool.
 inline void lease_free(shmsem_t *s, uint32_t l) {
   used_remove(s, s->core->n_used_leases, s->used_leases, s->leases,
@@ -156,15 +159,6 @@ inline uint32_t slot_pop(shmsem_t *s) {
   used_add(s, s->core->n_used_slots, s->used_slots, s->max_waiters, w,
            &s->slots[w].used_pos);
   return w;
-}
-// Return a slot in use (w checked by the caller) to the free list; its
-// word becomes FREE.
-inline void slot_free(shmsem_t *s, uint32_t w) {
-  s->slots[w].word.store(kSlotFree, std::memory_order_release);
-  used_remove(s, s->core->n_used_slots, s->used_slots, s->slots,
-              s->max_waiters, s->slots[w].used_pos);
-  s->slots[w].next_free = s->core->free_slot;
-  s->core->free_slot = w;
 }
 inline void queue_append(shmsem_t *s, uint32_t w) {
   Core *c = s->core;
@@ -216,17 +210,6 @@ inline uint32_t watcher_leave(shmsem_t *s, uint32_t w) {
   return tail;
 }
 
-// Wake whoever sleeps on slot `w`'s word: every sleeper, not one. The
-// waiter is one thread, but a futex wait can outlive the wait it was for:
-// an async waiter's ring wait is withdrawn by a cancel only later, or
-// never (shmsem_waiter_cancel), and the slot may meanwhile serve a new
-// waiter. A wake of one could land on the stale wait and leave the new
-// waiter asleep until its next periodic wake-up. The stale wait sees a
-// spurious wake-up. The same system call either way.
-inline void wake_slot(shmsem_t *s, uint32_t w) {
-  futex_wake(&s->slots[w].word, INT32_MAX);
-}
-
 // The token of lease `l` at generation `gen`: names this semaphore too.
 inline void fill_token(shmsem_t *s, uint32_t l, uint64_t gen,
                        shmsem_lease_t *lease) {
@@ -246,99 +229,12 @@ void record_wait(shmsem_t *s, uint64_t ns);
 // its lane: fastpath.h lane_hold).
 void record_hold(shmsem_t *s, uint64_t since_ns);
 
-// Slots granted under the lock, to wake after unlocking (a few; more are
-// woken at once, under the lock: rare).
-struct Wakes {
-  uint32_t n = 0;
-  uint32_t slot[4] = {};
-  void add(shmsem_t *s, uint32_t w) {
-    if (n < 4)
-      slot[n++] = w;
-    else
-      wake_slot(s, w);
-  }
-  // After unlocking. Dekker with the waiter (acquire.cc): the grant was
-  // stored under the lock, then this fence, then the load of `sleeping`;
-  // a waiter still spinning costs no system call.
-  void run(shmsem_t *s) const {
-    if (!n) return;
-    std::atomic_thread_fence(std::memory_order_seq_cst);
-    for (uint32_t i = 0; i < n; i++)
-      if (s->slots[slot[i]].sleeping.load(std::memory_order_relaxed))
-        wake_slot(s, slot[i]);
-  }
-};
-
-// Wakes run when it goes out of scope: declared before the LockGuard, it
-// runs after the unlock.
-struct WakeAfter : Wakes {
-  shmsem_t *s;
-  explicit WakeAfter(shmsem_t *sem) : s(sem) {}
-  ~WakeAfter() { run(s); }
-  WakeAfter(const WakeAfter &) = delete;
-  WakeAfter &operator=(const WakeAfter &) = delete;
-};
-
 // The permits a waiter asks for, as read from its slot: within
 // [1, permits] whatever a writer left there.
 inline uint32_t slot_weight(const shmsem_t *s, uint32_t w) {
   uint32_t k = s->slots[w].weight;
   return k < 1 ? 1 : k > s->permits ? s->permits : k;
 }
-
-// Lease `l` is leaving the owner's hands (release, reclamation of a dead
-// owner, a grow); the caller has already taken it out of its counter
-// (`held`, `reserved`, `available`) and it is listed in used_leases. It
-// goes, in this order: to retirement while a shrink waits for permits; to
-// the head waiter's reservation (RESERVED) while the head needs more, and
-// once the head has all it asked for and the rate allows, the head is
-// granted (word GRANTED; added to `wk`); else to the pool. This is the
-// only place a permit is granted to a waiter. Heads whose owner left
-// without the lock are freed on the way, their reservations passed on.
-// `l`'s own link is ignored (cleared).
-void pass_permit(shmsem_t *s, uint32_t l, Wakes *wk);
-// The same for each record of `c` (a weighted lease being released, read
-// once by walk_lease: chain.h), in order.
-class Chain;
-void pass_chain(shmsem_t *s, const Chain &c, Wakes *wk);
-
-// Slot `w` is the head, WAITING, holds all it asked for, and the rate now
-// allows it: grant it (GRANTED, a token taken), and pass the pool's free
-// permits to the next head. False if any of that is not so. The head's own
-// step: nobody else wakes for a start time.
-bool grant_due_head(shmsem_t *s, uint32_t w, Wakes *wk);
-
-// Slot `w` (checked) leaves the queue or is freed: the records RESERVED for
-// it go on (pass_permit), and the pool's free permits to a head that now
-// wants them (feed_head). `reserved` is adjusted.
-void drop_reservation(shmsem_t *s, uint32_t w, Wakes *wk);
-
-// While the head waiter wants permits (or a shrink does): free ones from
-// the pool go to it. Bounded. Used when a head changes with permits free
-// (a rate-limited head that was full leaves or is granted).
-void feed_head(shmsem_t *s, Wakes *wk);
-
-// Whether a released permit is wanted before the pool: a shrink waits, or
-// the head waiter still gathers its reservation.
-bool wants_permit(const shmsem_t *s);
-
-// Frees slot `w` (checked by the caller), whose owner left without the lock
-// (LEFT_QUEUED: unlinked first; LEFT: its reservation is passed on). No
-// effect on any other state.
-void sweep_left(shmsem_t *s, uint32_t w, Wakes *wk);
-// The same for a slot the caller has already unlinked and whose
-// reservation it has dropped.
-void free_left(shmsem_t *s, uint32_t w);
-
-// The waiter owning slot `w` completes: its word is no longer WAITING.
-// Frees the slot; GRANTED fills `lease` and returns 0.
-// A GRANTED lease of one permit becomes HELD_FAST under `proc` (the
-// waiter's process record) if it has one, else HELD; one of n permits is n
-// HELD records linked from the one the token names. A reservation a writer
-// broke is not handed over: -EUCLEAN, the slot freed, its records passed
-// on (slots to wake go to `wk`), the caller owning nothing.
-int finish_slot(shmsem_t *s, uint32_t w, uint32_t proc, shmsem_lease_t *lease,
-                Wakes *wk);
 
 }  // namespace shmsem::detail
 

@@ -22,6 +22,7 @@
 #include "handle.h"
 #include "hooks.h"
 #include "lock.h"
+#include "section.h"
 #include "owner.h"
 #include "stat.h"
 
@@ -299,7 +300,7 @@ int inspect(shmsem_t *s, struct shmsem_inspection *out,
     scan(s, &sc, &out->stat);  // a private copy: nothing changes it
   } else if (!s->rdonly) {
     const Limit limit{mono_ns() + kInspectLockNs, nullptr, false};
-    std::optional<LockGuard> guard;
+    std::optional<Section> guard;
     if (lock_word_free_by(s, real_mono_ns() + kInspectLockNs))
       guard.emplace(s, &limit);
     if (guard && !guard->error()) {

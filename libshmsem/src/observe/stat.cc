@@ -10,7 +10,7 @@
 #include "handle.h"
 #include "clock.h"
 #include "hist.h"
-#include "lock.h"
+#include "section.h"
 #include "rate.h"
 
 namespace shmsem::detail {
@@ -88,7 +88,7 @@ int stat(shmsem_t *s, struct shmsem_stat *st) {
     stat_fill(s, st);  // read-only mappings cannot take the lock: may be torn
     return 0;
   }
-  LockGuard guard(s);
+  Section sec(s);
   stat_fill(s, st);
   return 0;
 }

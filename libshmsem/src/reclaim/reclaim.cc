@@ -22,7 +22,9 @@
 #include "futex.h"
 #include "hooks.h"
 #include "inuse.h"
-#include "lock.h"
+#include "grant.h"
+#include "section.h"
+#include "transitions.h"
 #include "owner.h"
 #include "tables.h"
 
@@ -136,95 +138,106 @@ class Verdicts {
   std::vector<std::pair<TKey, Verdict>> threads_;
 };
 
+// The reclaimers of one record of each kind, under the lock: the records
+// reclaimed, or kNotOurs if the record no longer belongs to `cand.owner`.
+constexpr int kNotOurs = -1;
+
+// A waiter slot: left (free it), or granted to / reserved for a waiter that
+// died (its permits go on).
+int reclaim_slot(Locked s, const Candidate &cand, Wakes *wake) {
+  Core *c = s->core;
+  WaiterSlot &ws = s->slots[cand.idx];
+  uint32_t word = ws.word.load(std::memory_order_relaxed);
+  if (word == kSlotFree || !same(ws.owner, cand.owner)) return kNotOurs;
+  if (cand.left && (!slot_left(word) || ws.ticket != cand.ticket))
+    return kNotOurs;  // queued again since: a live waiter, not ours to touch
+  if (slot_left(word)) {
+    // Left by its owner without the lock (alive or not): free it.
+    sweep_left(s, cand.idx, wake);
+    return 1;
+  }
+  if (word == kSlotWaiting) queue_unlink(s, cand.idx);
+  // Granted to a waiter that died before returning, or reserved for a
+  // head that died gathering: the permits go on.
+  const bool granted = word == kSlotGranted && ws.lease != kNone;
+  // A grant of n permits (a weighted wait) counts n, as a lease of n.
+  const uint32_t got = std::min(std::max(ws.got, 1u), s->permits);
+  drop_reservation(s, cand.idx, wake);
+  slot_free(s, cand.idx);  // commit
+  uint32_t nw = watcher_leave(s, cand.idx);
+  if (nw != kNone) wake->add(s, nw);
+  stat_bump(c->reclaimed_waiters);
+  if (!granted) return 1;
+  stat_bump(c->reclaimed_holders, got);
+  return 1 + int(got);
+}
+
+// Held under the record of a dead process: lock it in as that process's
+// HELD lease, then pass it on. A CAS: a holder of the token in another
+// process may release it at the same moment.
+int reclaim_fast_lease(Locked s, const Candidate &cand, Wakes *wake) {
+  uint32_t p = word_proc(cand.word);
+  if (p >= s->max_procs ||
+      s->procs[p].state.load(std::memory_order_relaxed) != kProcUsed ||
+      !same(s->procs[p].owner, cand.owner))
+    return kNotOurs;
+  uint64_t w = cand.word;
+  if (!lease_lock_in(s, cand.idx, &w, cand.owner)) return kNotOurs;
+  pass_permit(s, cand.idx, wake);  // commit inside
+  stat_bump(s->core->reclaimed_holders);
+  return 1;
+}
+
+// A dead process's record. Its HELD_FAST leases went first (candidates
+// before this one). The leases its lanes left free go on; its counts join
+// the core's. (Not counted: a record of the process, not a permit or a
+// wait.)
+int reclaim_proc(Locked s, const Candidate &cand, Wakes *wake) {
+  Core *c = s->core;
+  ProcRecord &pr = s->procs[cand.idx];
+  if (pr.state.load(std::memory_order_relaxed) != kProcUsed ||
+      !same(pr.owner, cand.owner))
+    return kNotOurs;
+  uint64_t acquired = 0;
+  for (Lane &ln : pr.lanes) {
+    uint32_t l = ln.loose.load(std::memory_order_relaxed);
+    uint64_t w = l < s->permits
+                     ? s->leases[l].word.load(std::memory_order_relaxed)
+                     : 0;
+    if (word_state(w) == kLeaseLoose && word_proc(w) == cand.idx)
+      (void)pass_loose(s, l, w, wake);
+    acquired += ln.acquisitions.load(std::memory_order_relaxed);
+    ln.loose.store(kNone, std::memory_order_relaxed);
+    ln.acquisitions.store(0, std::memory_order_relaxed);
+  }
+  stat_bump(c->acquisitions, acquired);
+  stat_bump(c->wait_hist[0], acquired);
+  fold_holds(s, cand.idx);
+  proc_free(s, pr);  // commit
+  return 0;
+}
+
+// A HELD lease of a dead owner: alone, even if it is one record of a
+// weighted lease (the others are candidates of their own; release cuts
+// the chain where it breaks).
+int reclaim_lease(Locked s, const Candidate &cand, Wakes *wake) {
+  const LeaseRecord &rec = s->leases[cand.idx];
+  if (lease_state(rec) != kLeaseHeld || !same(rec.owner, cand.owner))
+    return kNotOurs;
+  counter_add(s->core->held, -1);
+  pass_permit(s, cand.idx, wake);  // commit inside
+  stat_bump(s->core->reclaimed_holders);
+  return 1;
+}
+
 // Under the lock: reclaim one record if it still belongs to `c.owner`.
 // Appends slots to wake; returns the records reclaimed.
-int reclaim_one(shmsem_t *s, const Candidate &cand, Wakes *wake) {
-  Core *c = s->core;
-  int n = 0;
-  if (cand.slot) {
-    WaiterSlot &ws = s->slots[cand.idx];
-    uint32_t word = ws.word.load(std::memory_order_relaxed);
-    if (word == kSlotFree || !same(ws.owner, cand.owner)) return 0;
-    if (cand.left && (!slot_left(word) || ws.ticket != cand.ticket))
-      return 0;  // queued again since: a live waiter, not ours to touch
-    if (slot_left(word)) {
-      // Left by its owner without the lock (alive or not): free it.
-      sweep_left(s, cand.idx, wake);
-      SHMSEM_HOOK(RECLAIM_ONE);
-      return 1;
-    }
-    if (word == kSlotWaiting) queue_unlink(s, cand.idx);
-    // Granted to a waiter that died before returning, or reserved for a
-    // head that died gathering: the permits go on.
-    const bool granted = word == kSlotGranted && ws.lease != kNone;
-    // A grant of n permits (a weighted wait) counts n, as a lease of n.
-    const uint32_t got = std::min(std::max(ws.got, 1u), s->permits);
-    drop_reservation(s, cand.idx, wake);
-    slot_free(s, cand.idx);  // commit
-    uint32_t nw = watcher_leave(s, cand.idx);
-    if (nw != kNone) wake->add(s, nw);
-    stat_bump(c->reclaimed_waiters);
-    n++;
-    if (granted) {
-      stat_bump(c->reclaimed_holders, got);
-      n += int(got);
-    }
-  } else if (cand.kind == Kind::kFastLease) {
-    // Held under the record of a dead process: lock it in as that
-    // process's HELD lease, then pass it on. A CAS: a holder of the token
-    // in another process may release it at the same moment.
-    LeaseRecord &rec = s->leases[cand.idx];
-    uint32_t p = word_proc(cand.word);
-    if (p >= s->max_procs ||
-        s->procs[p].state.load(std::memory_order_relaxed) != kProcUsed ||
-        !same(s->procs[p].owner, cand.owner))
-      return 0;
-    rec.owner = cand.owner;
-    uint64_t w = cand.word;
-    if (!rec.word.compare_exchange_strong(
-            w, lease_word(kLeaseHeld, kNoProc, word_gen(w)),
-            std::memory_order_acquire, std::memory_order_relaxed))
-      return 0;
-    used_add(s, c->n_used_leases, s->used_leases, s->permits, cand.idx,
-             &rec.used_pos);
-    pass_permit(s, cand.idx, wake);  // commit inside
-    stat_bump(c->reclaimed_holders);
-    n++;
-  } else if (cand.kind == Kind::kProc) {
-    ProcRecord &pr = s->procs[cand.idx];
-    if (pr.state.load(std::memory_order_relaxed) != kProcUsed ||
-        !same(pr.owner, cand.owner))
-      return 0;
-    // Its HELD_FAST leases went first (candidates before this one). The
-    // leases its lanes left free go on; its counts join the core's.
-    uint64_t acquired = 0;
-    for (Lane &ln : pr.lanes) {
-      uint32_t l = ln.loose.load(std::memory_order_relaxed);
-      uint64_t w = l < s->permits
-                       ? s->leases[l].word.load(std::memory_order_relaxed)
-                       : 0;
-      if (word_state(w) == kLeaseLoose && word_proc(w) == cand.idx)
-        (void)pass_loose(s, l, w, wake);
-      acquired += ln.acquisitions.load(std::memory_order_relaxed);
-      ln.loose.store(kNone, std::memory_order_relaxed);
-      ln.acquisitions.store(0, std::memory_order_relaxed);
-    }
-    stat_bump(c->acquisitions, acquired);
-    stat_bump(c->wait_hist[0], acquired);
-    fold_holds(s, cand.idx);
-    pr.state.store(kProcFree, std::memory_order_release);  // commit
-    // (Not counted: a record of the process, not a permit or a wait.)
-  } else {
-    const LeaseRecord &rec = s->leases[cand.idx];
-    if (lease_state(rec) != kLeaseHeld || !same(rec.owner, cand.owner))
-      return 0;
-    // Alone, even if it is one record of a weighted lease: the others are
-    // candidates of their own (release cuts the chain where it breaks).
-    counter_add(c->held, -1);
-    pass_permit(s, cand.idx, wake);  // commit inside
-    stat_bump(c->reclaimed_holders);
-    n++;
-  }
+int reclaim_one(Locked s, const Candidate &cand, Wakes *wake) {
+  const int n = cand.slot                       ? reclaim_slot(s, cand, wake)
+                : cand.kind == Kind::kFastLease ? reclaim_fast_lease(s, cand, wake)
+                : cand.kind == Kind::kProc      ? reclaim_proc(s, cand, wake)
+                                                : reclaim_lease(s, cand, wake);
+  if (n == kNotOurs) return 0;
   SHMSEM_HOOK(RECLAIM_ONE);
   return n;
 }
@@ -241,27 +254,23 @@ int reclaim_candidates(shmsem_t *s, const Limit *limit,
     // (e.g. a releaser died between RESERVED and GRANTED while every other
     // process sleeps on its slot word). Within the limit: a lock that
     // stays held is someone else's to repair.
-    LockGuard guard(s, limit);
-    if (!guard.error() && mark_low) mark_corrupt(s);
+    Section sec(s, limit);
+    if (sec.error()) return 0;
+    if (mark_low) mark_corrupt(s);
     // Leases a lock-free release left free while someone waits (it was
     // stopped or killed before it could hand them on): to the head.
-    if (!guard.error()) return sweep_loose(s);
-    return 0;
+    return sweep_loose(sec.locked(), sec.wakes());
   }
   SHMSEM_HOOK(RECLAIM_SCANNED);
   int n = 0;
   for (size_t i = 0; i < dead.size(); i += kChunk) {
-    Wakes wake;
-    {
-      LockGuard guard(s, limit);
-      if (guard.error()) break;  // the rest is left for the next pass
-      SHMSEM_HOOK(RECLAIM_LOCKED);
-      if (mark_low) mark_corrupt(s);
-      for (size_t j = i; j < dead.size() && j < i + kChunk; j++)
-        n += reclaim_one(s, dead[j], &wake);
-      n += sweep_loose(s);
-    }
-    wake.run(s);
+    Section sec(s, limit);
+    if (sec.error()) break;  // the rest is left for the next pass
+    SHMSEM_HOOK(RECLAIM_LOCKED);
+    if (mark_low) mark_corrupt(s);
+    for (size_t j = i; j < dead.size() && j < i + kChunk; j++)
+      n += reclaim_one(sec.locked(), dead[j], sec.wakes());
+    n += sweep_loose(sec.locked(), sec.wakes());
   }
   return n;
 }
@@ -407,8 +416,8 @@ namespace {
 
 // Under the lock: become the watcher if nobody (alive in our books) is.
 void adopt_if_orphaned(shmsem_t *s, uint32_t slot, const Limit *limit) {
-  LockGuard guard(s, limit);
-  if (guard.error()) return;
+  Section sec(s, limit);
+  if (sec.error()) return;
   uint32_t wt = s->core->watcher.load(std::memory_order_relaxed);
   uint32_t word = wt < s->max_waiters
                       ? s->slots[wt].word.load(std::memory_order_relaxed)

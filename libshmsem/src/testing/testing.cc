@@ -5,7 +5,8 @@
 
 #include "census.h"
 #include "handle.h"
-#include "lock.h"
+#include "section.h"
+#include "transitions.h"
 #include "tables.h"
 #include "testing_state.h"
 
@@ -62,7 +63,7 @@ const char *hook_name(HookPoint p) {
 }
 
 Census census(shmsem_t *s) {
-  LockGuard guard(s);
+  Section sec(s);
   const detail::Census d = detail::census(s);
   Census c{};
   c.free_leases = d.free + d.loose;
@@ -85,7 +86,7 @@ void limit_liveness(unsigned limits) {
 
 int lease_owner_pid(shmsem_t *s, shmsem_lease_t lease) {
   if (lease.index >= s->permits) return -1;
-  LockGuard guard(s);
+  Section sec(s);
   const LeaseRecord &r = s->leases[lease.index];
   uint64_t w = r.word.load(std::memory_order_relaxed);
   if (word_gen(w) != lease.gen) return -1;
@@ -98,20 +99,17 @@ int lease_owner_pid(shmsem_t *s, shmsem_lease_t lease) {
 int set_lease_owner(shmsem_t *s, shmsem_lease_t lease, int pid,
                     uint64_t start, uint64_t ino) {
   if (lease.index >= s->permits) return -EINVAL;
-  LockGuard guard(s);
+  Section sec(s);
   LeaseRecord &r = s->leases[lease.index];
   uint64_t w = r.word.load(std::memory_order_relaxed);
   if (word_gen(w) != lease.gen) return -EINVAL;
   if (word_state(w) == kLeaseHeldFast) {
     // Lock it in as HELD under its process, so the owner can be rewritten.
-    r.owner = word_proc(w) < s->max_procs ? s->procs[word_proc(w)].owner
-                                          : Owner{};
-    if (!r.word.compare_exchange_strong(
-            w, lease_word(kLeaseHeld, kNoProc, lease.gen),
-            std::memory_order_acquire, std::memory_order_relaxed))
+    if (!lease_lock_in(sec.locked(), lease.index, &w,
+                       word_proc(w) < s->max_procs
+                           ? s->procs[word_proc(w)].owner
+                           : Owner{}))
       return -EINVAL;
-    used_add(s, s->core->n_used_leases, s->used_leases, s->permits,
-             lease.index, &r.used_pos);
     counter_add(s->core->held, 1);
   } else if (word_state(w) != kLeaseHeld) {
     return -EINVAL;
@@ -123,7 +121,7 @@ int set_lease_owner(shmsem_t *s, shmsem_lease_t lease, int pid,
 }
 
 int queue_tickets(shmsem_t *s, uint64_t *out, int max) {
-  LockGuard guard(s);
+  Section sec(s);
   int n = 0;
   for (uint32_t w = s->core->head; w != kNone && n < max; w = s->slots[w].next)
     out[n++] = s->slots[w].ticket;

@@ -13,7 +13,7 @@
 #include "clock.h"
 #include "futex.h"
 #include "hooks.h"
-#include "lock.h"
+#include "section.h"
 #include "reclaim.h"
 #include "tables.h"
 #include "waiter.h"
@@ -133,6 +133,107 @@ int sleep_cancellable(CancelCleanup *ctx, WatchState *watch,
   return r;
 }
 
+// A queued blocking acquire: what each turn of its wait needs.
+struct Wait {
+  shmsem_t *s;
+  Waiter w;
+  const Limit *limit;
+  shmsem_cancel_t *cancel;
+  Deadline dl;
+  bool interruptible;
+  bool cancellable;  // by pthread_cancel (deferred), while it sleeps
+  WatchState watch;
+  bool spun = false;
+};
+
+// Sleeps once, until a wake-up, the watch's next step, the deadline or the
+// start time: the futex wait's result (1: an owner's death was seen), or
+// -EAGAIN if it did not sleep.
+int sleep_once(Wait *x) {
+  shmsem_t *s = x->s;
+  std::atomic<uint32_t> *word = waiter_word(s, x->w);
+  std::atomic<uint32_t> &sleeping = s->slots[x->w.slot].sleeping;
+  // One waiter at a time, the watcher, looks for deaths; the others wake
+  // rarely, only to take over from a watcher that died.
+  WatchPlan plan = watch_step(s, x->w.slot, x->limit, &x->watch);
+  plan.wake_at = wake_by(s, x->w.slot, plan.wake_at, x->dl.at());
+  // Announce the sleep, then recheck (Dekker with Wakes::run): either we
+  // see the grant, or the granter sees `sleeping` and wakes us.
+  sleeping.store(1, std::memory_order_seq_cst);
+  // The same pattern for the watcher role: a waiter that was given the
+  // role after its watch step (watcher_leave) sees it here, or its giver
+  // sees `sleeping` and wakes it (waiter.cc), so it never sleeps a
+  // backup's long nap holding the role.
+  const bool adopt =
+      !x->watch.watching &&
+      s->core->watcher.load(std::memory_order_seq_cst) == x->w.slot;
+  int fr = -EAGAIN;
+  if (!adopt && word->load(std::memory_order_seq_cst) == kSlotWaiting) {
+    SHMSEM_HOOK(WAIT_SLEEPING);
+    CancelCleanup ctx{s, &x->w, x->cancel, x->limit, &x->watch};
+    if (x->cancellable)
+      fr = sleep_cancellable(&ctx, &x->watch, plan);
+    else if (plan.events)
+      fr = x->watch.events.wait(word, kSlotWaiting, plan.wake_at);
+    else
+      fr = futex_wait(word, kSlotWaiting, plan.wake_at);
+  }
+  sleeping.store(0, std::memory_order_relaxed);
+  SHMSEM_HOOK(WAIT_WOKEN);
+  if (fr == 1) {
+    SHMSEM_HOOK(WATCH_DEATH_SEEN);
+    x->watch.death = true;  // an owner process exited: reclaim at once
+  } else if (fr == -EIO) {
+    x->watch.broken = true;  // the ring failed: poll from now on
+    x->watch.use_events = false;
+    x->watch.events.reset();
+  }
+  return fr;
+}
+
+// The queued waiter's turns until it is granted, or leaves (deadline,
+// cancel, signal): its result.
+int wait_turns(Wait *x, shmsem_lease_t *lease) {
+  shmsem_t *s = x->s;
+  for (;;) {
+    int r = waiter_poll(s, x->w, x->limit, lease);
+    if (r != -EINPROGRESS) return r;
+    // Spin once, when at the head (FIFO: nobody else can be granted next):
+    // at once if we queued at the head, else after the wake-up that finds
+    // us there.
+    if (!x->spun &&
+        __atomic_load_n(&s->core->head, __ATOMIC_RELAXED) == x->w.slot) {
+      x->spun = true;
+      if (spin_while_waiting(s, waiter_word(s, x->w))) continue;
+    }
+    if (x->dl.passed(mono_ns())) {
+      SHMSEM_HOOK(WAIT_TIMEOUT_FIRED);
+      return waiter_abandon(s, x->w, -ETIMEDOUT, x->limit, lease);
+    }
+    const int fr = sleep_once(x);
+    if (fr == -EINTR && x->interruptible)
+      return waiter_abandon(s, x->w, -EINTR, x->limit, lease);
+    if (x->cancel && cancel_fired(x->cancel)) {
+      // The canceller normally wins the transition itself; this covers a
+      // handle fired between arm and the first sleep.
+      SHMSEM_HOOK(WAIT_CANCEL_SEEN);
+      return waiter_abandon(s, x->w, -ECANCELED, x->limit, lease);
+    }
+  }
+}
+
+// A fired cancel before anything: counted as a cancellation, under the
+// lock, as waiter_start_by counts a deadline already past. The fired
+// handle in the limit gives the lock up once its holder was judged (about
+// a millisecond), uncounted.
+int cancelled_at_once(shmsem_t *s, shmsem_cancel_t *cancel) {
+  if (s->rdonly) return -EBADF;
+  const Limit fired{0, cancel, false};
+  Section sec(s, &fired);
+  if (!sec.error()) stat_bump(s->core->cancellations);
+  return -ECANCELED;
+}
+
 }  // namespace
 
 int acquire(shmsem_t *s, uint32_t weight, const timespec *deadline_ts,
@@ -140,33 +241,19 @@ int acquire(shmsem_t *s, uint32_t weight, const timespec *deadline_ts,
   if (!s || !lease || (flags & ~unsigned(SHMSEM_WAIT_INTERRUPTIBLE)) ||
       weight < 1 || weight > s->permits)
     return -EINVAL;  // before a fired cancel: a bad n is -EINVAL at once
-  uint64_t deadline = 0;
-  if (deadline_ts) {
-    int e = deadline_ns(deadline_ts, &deadline);
-    if (e) return e;
-  }
-  if (cancel && cancel_fired(cancel)) {
-    // Counted as a cancellation, under the lock, as waiter_start_by counts
-    // a deadline already past. The fired handle in the limit gives the lock
-    // up once its holder was judged (about a millisecond), uncounted.
-    if (s->rdonly) return -EBADF;
-    const Limit fired{0, cancel, false};
-    LockGuard guard(s, &fired);
-    if (!guard.error()) stat_bump(s->core->cancellations);
-    return -ECANCELED;
-  }
-  const bool expired = deadline_ts && mono_ns() >= deadline;
+  Deadline dl;
+  if (int e = deadline_of(deadline_ts, &dl)) return e;
+  if (cancel && cancel_fired(cancel)) return cancelled_at_once(s, cancel);
   // Every step that may wait on another process (the lock, a reclamation
   // pass) stops at the caller's limit; see limit.h.
-  // (A deadline of {0, 0} is long past, not "none".)
-  const Limit limit{deadline_ts ? std::max<uint64_t>(deadline, 1) : 0, cancel,
+  const Limit limit{dl.at(), cancel,
                     (flags & SHMSEM_WAIT_INTERRUPTIBLE) != 0};
   // No cancellation point up to the queue: waiter_start() makes none (the
   // first-time identity reads and the reclamation pass disable
   // cancellation themselves), so the uncontended path touches no
   // cancellation state.
   Waiter w;
-  int r = waiter_start_by(s, weight, expired, &limit, &w, lease);
+  int r = waiter_start_by(s, weight, dl.passed(mono_ns()), &limit, &w, lease);
   if (r == 0) SHMSEM_HOOK(ACQUIRE_TAKEN);
   if (r <= 0) return r;
   SHMSEM_HOOK(ACQUIRE_ENQUEUED);
@@ -177,88 +264,13 @@ int acquire(shmsem_t *s, uint32_t weight, const timespec *deadline_ts,
   int type;
   pthread_setcanceltype(PTHREAD_CANCEL_DEFERRED, &type);
   if (type != PTHREAD_CANCEL_DEFERRED) pthread_setcanceltype(type, nullptr);
-  const bool cancellable = no_cancel.caller_state() == PTHREAD_CANCEL_ENABLE &&
-                           type == PTHREAD_CANCEL_DEFERRED;
-
   if (cancel && !cancel_arm(cancel, s, w.slot, w.ticket))
     return waiter_abandon(s, w, -ECANCELED, &limit, lease);
-
-  std::atomic<uint32_t> *word = waiter_word(s, w);
-  std::atomic<uint32_t> &sleeping = s->slots[w.slot].sleeping;
-  WatchState watch;  // after no_cancel: its destructor closes fds
-  bool spun = false;
-  for (;;) {
-    r = waiter_poll(s, w, &limit, lease);
-    if (r != -EINPROGRESS) break;
-    // Spin once, when at the head (FIFO: nobody else can be granted next):
-    // at once if we queued at the head, else after the wake-up that finds
-    // us there.
-    if (!spun && __atomic_load_n(&s->core->head, __ATOMIC_RELAXED) == w.slot) {
-      spun = true;
-      if (spin_while_waiting(s, word)) continue;
-    }
-    uint64_t now = mono_ns();
-    if (deadline_ts && now >= deadline) {
-      SHMSEM_HOOK(WAIT_TIMEOUT_FIRED);
-      r = waiter_abandon(s, w, -ETIMEDOUT, &limit, lease);
-      break;
-    }
-    // One waiter at a time, the watcher, looks for deaths; the others wake
-    // rarely, only to take over from a watcher that died.
-    WatchPlan plan = watch_step(s, w.slot, &limit, &watch);
-    if (deadline_ts) {
-      uint64_t d = deadline_wake_at(deadline);
-      if (!plan.wake_at || d < plan.wake_at) plan.wake_at = d;
-    }
-    // At the head with all its permits, waiting for a token of the rate
-    // limit: nobody wakes it at its start time but its own timer.
-    if (uint64_t start = head_start_ns(s, w.slot)) {
-      uint64_t d = deadline_wake_at(start);
-      if (!plan.wake_at || d < plan.wake_at) plan.wake_at = d;
-    }
-    // Announce the sleep, then recheck (Dekker with release.cc): either we
-    // see the grant, or the releaser sees `sleeping` and wakes us.
-    sleeping.store(1, std::memory_order_seq_cst);
-    // The same pattern for the watcher role: a waiter that was given the
-    // role after its watch step (watcher_leave) sees it here, or its giver
-    // sees `sleeping` and wakes it (waiter.cc), so it never sleeps a
-    // backup's long nap holding the role.
-    const bool adopt =
-        !watch.watching &&
-        s->core->watcher.load(std::memory_order_seq_cst) == w.slot;
-    int fr = -EAGAIN;
-    if (!adopt && word->load(std::memory_order_seq_cst) == kSlotWaiting) {
-      SHMSEM_HOOK(WAIT_SLEEPING);
-      CancelCleanup ctx{s, &w, cancel, &limit, &watch};
-      if (cancellable)
-        fr = sleep_cancellable(&ctx, &watch, plan);
-      else if (plan.events)
-        fr = watch.events.wait(word, kSlotWaiting, plan.wake_at);
-      else
-        fr = futex_wait(word, kSlotWaiting, plan.wake_at);
-    }
-    sleeping.store(0, std::memory_order_relaxed);
-    SHMSEM_HOOK(WAIT_WOKEN);
-    if (fr == 1) {
-      SHMSEM_HOOK(WATCH_DEATH_SEEN);
-      watch.death = true;  // an owner process exited: reclaim at once
-    } else if (fr == -EIO) {
-      watch.broken = true;  // the ring failed: poll from now on
-      watch.use_events = false;
-      watch.events.reset();
-    }
-    if (fr == -EINTR && (flags & SHMSEM_WAIT_INTERRUPTIBLE)) {
-      r = waiter_abandon(s, w, -EINTR, &limit, lease);
-      break;
-    }
-    if (cancel && cancel_fired(cancel)) {
-      // The canceller normally wins the transition itself; this covers a
-      // handle fired between arm and the first sleep.
-      SHMSEM_HOOK(WAIT_CANCEL_SEEN);
-      r = waiter_abandon(s, w, -ECANCELED, &limit, lease);
-      break;
-    }
-  }
+  Wait x{s, w, &limit, cancel, dl, limit.interruptible,
+         no_cancel.caller_state() == PTHREAD_CANCEL_ENABLE &&
+             type == PTHREAD_CANCEL_DEFERRED,
+         {}};  // the watch after no_cancel: its destructor closes fds
+  r = wait_turns(&x, lease);
   if (cancel) cancel_disarm(cancel);
   return r;
 }

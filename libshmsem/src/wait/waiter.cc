@@ -7,32 +7,146 @@
 #include "fastpath.h"
 #include "futex.h"
 #include "hooks.h"
-#include "lock.h"
+#include "grant.h"
+#include "section.h"
 #include "owner.h"
 #include "rate.h"
 #include "reclaim.h"
 #include "tables.h"
+#include "transitions.h"
 
 namespace shmsem::detail {
 
 namespace {
 
 // Under the lock, nobody queued: one free permit for this process (the
-// free list, or a lease a lock-free release left in a lane) as a HELD
-// record, or kNone.
-uint32_t take_held(shmsem_t *s, const Owner &me, uint64_t *gen) {
+// free list, or a lease a lock-free release left in a lane), HELD_FAST
+// under process record `proc`, or HELD with `me` as its owner if proc is
+// kNoProc; kNone if none. `hook`: the crash tests' point between the pop
+// and the commit (the single permit's; a weighted acquire has its own).
+uint32_t take_free(Locked s, uint32_t proc, const Owner &me, uint64_t *gen,
+                   bool hook) {
   Core *c = s->core;
   uint32_t l = lease_pop(s);
-  if (l == kNone) return take_any_loose(s, kNoProc, me, gen);
+  if (l == kNone) return take_any_loose(s, proc, me, gen);
+  if (hook) SHMSEM_HOOK(ACQUIRE_LEASE_POPPED);
   LeaseRecord &rec = s->leases[l];
   rec.slot = kNone;
   rec.since_ns.store(coarse_ns(), std::memory_order_relaxed);
   *gen = next_gen(lease_gen(rec));
-  rec.owner = process_of(me);
-  lease_store(rec, kLeaseHeld, *gen);  // commit
-  counter_add(c->held, 1);
+  if (proc != kNoProc) {
+    lease_unlist(s, l);
+    lease_hold_fast(s, rec, proc, *gen);  // commit
+  } else {
+    rec.owner = process_of(me);
+    lease_hold(s, rec, *gen);  // commit
+    counter_add(c->held, 1);
+  }
   counter_add(c->available, -1);
   return l;
+}
+
+// Permits taken at once but fewer than asked (weighted): linked from
+// `chain`, HELD by this process until they become this waiter's
+// reservation or go back.
+struct Partial {
+  uint32_t chain = kNone, taken = 0;
+  Chain mine;  // the same records, in private memory (chain.h)
+};
+
+// n records, each HELD by this process, linked from the last one taken:
+// the one the token names (section 13); kNone if fewer were free (those
+// stay in `p`).
+uint32_t take_weighted(Locked s, uint32_t weight, const Owner &me,
+                       Partial *p, uint64_t *gen) {
+  for (; p->taken < weight; p->taken++) {
+    const uint32_t l = take_free(s, kNoProc, me, gen, false);
+    if (l == kNone) break;
+    s->leases[l].link = p->chain;
+    s->leases[l].slot = kMember;  // no token names it (section 13)
+    p->chain = l;
+    p->mine.push_back(l);
+    SHMSEM_HOOK(ACQUIRE_LEASE_POPPED);
+  }
+  const uint32_t l = p->taken == weight ? p->chain : kNone;
+  if (l != kNone) s->leases[l].slot = kNone;  // the one the token names
+  return l;
+}
+
+// A free permit and nobody queued (INV-NOBYPASS: while anyone waits, no
+// lease is FREE or LOOSE, unless the head has all it asked for and waits
+// for its start time: this test is the FIFO rule), and a token if the
+// rate asks for one: true with `lease` filled.
+bool take_at_once(Locked s, uint32_t weight, const Owner &me, Partial *p,
+                  shmsem_lease_t *lease) {
+  Core *c = s->core;
+  const uint64_t now =
+      c->rate_interval_ns.load(std::memory_order_relaxed) ? mono_ns() : 0;
+  if (c->waiting.load(std::memory_order_relaxed) != 0 || !rate_ok(s, now))
+    return false;
+  uint64_t gen = 0;
+  // One permit is held under this process's record when it has one, so
+  // that its release (and this thread's next acquire) can be lock-free.
+  const uint32_t l = weight == 1 ? take_free(s, self_proc(s), me, &gen, true)
+                                 : take_weighted(s, weight, me, p, &gen);
+  if (l == kNone) return false;
+  rate_take(s, now);
+  record_wait(s, 0);
+  SHMSEM_HOOK(ACQUIRE_COMMITTED);
+  fill_token(s, l, gen, lease);
+  return true;
+}
+
+// No permit now: a slot at the tail of the queue (1, *w filled), or
+// -EAGAIN (may not queue), -EBUSY (the queue is full). What a weighted
+// acquire took goes to its reservation, or back.
+int enqueue(Locked s, uint32_t weight, bool may_queue, const Owner &me,
+            Partial *p, Wakes *wk, Waiter *w) {
+  Core *c = s->core;
+  uint32_t slot = may_queue ? slot_pop(s) : kNone;
+  if (slot == kNone) {
+    if (p->chain != kNone) {
+      // Not enough for a weighted acquire that may not wait: they go back.
+      counter_add(c->held, -int32_t(p->taken));
+      pass_chain(s, p->mine, wk);
+    }
+    if (!may_queue) return -EAGAIN;
+    stat_bump(c->queue_full);
+    return -EBUSY;
+  }
+  SHMSEM_HOOK(ENQUEUE_SLOT_POPPED);
+  WaiterSlot &ws = s->slots[slot];
+  ws.owner = me;
+  ws.lease = kNone;
+  ws.weight = weight;
+  ws.got = 0;
+  ws.ticket = c->next_ticket++;
+  ws.enq_ns.store(mono_ns(), std::memory_order_relaxed);
+  // An async waiter left it at 1 for its whole wait (waiter_api.cc).
+  ws.sleeping.store(0, std::memory_order_relaxed);
+  slot_enqueue(s, ws);  // commit
+  SHMSEM_HOOK(ENQUEUE_COMMITTED);
+  const bool head = c->waiting.load(std::memory_order_relaxed) == 0;
+  queue_append(s, slot);
+  // The first waiter to find no watcher takes the role; it passes to the
+  // tail when its holder leaves (watcher_leave). Not the newest waiter: in
+  // a long queue every newcomer would displace a watcher asleep on its
+  // first-period timer, which then wakes once for nothing (4000 queued
+  // threads: 35 us per hand-off instead of 9).
+  if (c->watcher == kNone) c->watcher = slot;
+  if (p->chain != kNone) {
+    // At the head with part of what it asked for: that becomes its
+    // reservation (a crash before leaves them HELD by this process).
+    counter_add(c->held, -int32_t(p->taken));
+    pass_chain(s, p->mine, wk);
+  } else if (head) {
+    // At the head because the rate said no: the free permits become its
+    // reservation (it then sleeps until its start time).
+    feed_head(s, wk);
+  }
+  w->slot = slot;
+  w->ticket = ws.ticket;
+  return 1;
 }
 
 }  // namespace
@@ -51,119 +165,13 @@ int waiter_start(shmsem_t *s, uint32_t weight, bool may_queue,
   const Owner &me = may_queue ? self_thread_owner() : self_owner();
   // (A process in another PID namespace than the segment's never gets
   // here: the C API refuses it with -EXDEV, capi.cc.)
-  WakeAfter wk(s);
-  LockGuard guard(s, limit);
-  if (guard.error()) return guard.error();
+  Section sec(s, limit);
+  if (sec.error()) return sec.error();
   SHMSEM_HOOK(ACQUIRE_LOCKED);
-  Core *c = s->core;
-  if (c->closed.load(std::memory_order_relaxed)) return -ESHUTDOWN;
-
-  // Permits taken at once but fewer than asked (weighted): linked from
-  // `chain`, HELD by this process until they become this waiter's
-  // reservation or go back.
-  uint32_t chain = kNone, taken = 0;
-  Chain mine;  // the same records, in private memory (chain.h)
-  const uint64_t now =
-      c->rate_interval_ns.load(std::memory_order_relaxed) ? mono_ns() : 0;
-  // A free permit and nobody queued (INV-NOBYPASS: while anyone waits, no
-  // lease is FREE or LOOSE, unless the head has all it asked for and waits
-  // for its start time: this test is the FIFO rule), and a token if the
-  // rate asks for one.
-  if (c->waiting.load(std::memory_order_relaxed) == 0 && rate_ok(s, now)) {
-    uint64_t gen = 0;
-    uint32_t l;
-    if (weight == 1) {
-      // Held under this process's record when it has one, so that its
-      // release (and this thread's next acquire) can be lock-free.
-      const uint32_t proc = self_proc(s);
-      l = lease_pop(s);
-      if (l != kNone) {
-        SHMSEM_HOOK(ACQUIRE_LEASE_POPPED);
-        LeaseRecord &rec = s->leases[l];
-        rec.slot = kNone;
-        rec.since_ns.store(coarse_ns(), std::memory_order_relaxed);
-        gen = next_gen(lease_gen(rec));
-        if (proc != kNoProc) {
-          lease_unlist(s, l);
-          rec.word.store(lease_word(kLeaseHeldFast, proc, gen),
-                         std::memory_order_release);  // commit
-        } else {
-          rec.owner = process_of(me);
-          lease_store(rec, kLeaseHeld, gen);  // commit
-          counter_add(c->held, 1);
-        }
-        counter_add(c->available, -1);
-      } else {
-        // None on the free list: one a lock-free release left in a lane.
-        l = take_any_loose(s, proc, me, &gen);
-      }
-    } else {
-      // n records, each HELD by this process, linked from the last one
-      // taken: the one the token names (section 13).
-      for (; taken < weight; taken++) {
-        l = take_held(s, me, &gen);
-        if (l == kNone) break;
-        s->leases[l].link = chain;
-        s->leases[l].slot = kMember;  // no token names it (section 13)
-        chain = l;
-        mine.push_back(l);
-        SHMSEM_HOOK(ACQUIRE_LEASE_POPPED);
-      }
-      l = taken == weight ? chain : kNone;
-      if (l != kNone) s->leases[l].slot = kNone;  // the one the token names
-    }
-    if (l != kNone) {
-      rate_take(s, now);
-      record_wait(s, 0);
-      SHMSEM_HOOK(ACQUIRE_COMMITTED);
-      fill_token(s, l, gen, lease);
-      return 0;
-    }
-  }
-  uint32_t slot = may_queue ? slot_pop(s) : kNone;
-  if (slot == kNone) {
-    if (chain != kNone) {
-      // Not enough for a weighted acquire that may not wait: they go back.
-      counter_add(c->held, -int32_t(taken));
-      pass_chain(s, mine, &wk);
-    }
-    if (!may_queue) return -EAGAIN;
-    stat_bump(c->queue_full);
-    return -EBUSY;
-  }
-  SHMSEM_HOOK(ENQUEUE_SLOT_POPPED);
-  WaiterSlot &ws = s->slots[slot];
-  ws.owner = me;
-  ws.lease = kNone;
-  ws.weight = weight;
-  ws.got = 0;
-  ws.ticket = c->next_ticket++;
-  ws.enq_ns.store(mono_ns(), std::memory_order_relaxed);
-  // An async waiter left it at 1 for its whole wait (async.cc).
-  ws.sleeping.store(0, std::memory_order_relaxed);
-  ws.word.store(kSlotWaiting, std::memory_order_release);  // commit
-  SHMSEM_HOOK(ENQUEUE_COMMITTED);
-  const bool head = c->waiting.load(std::memory_order_relaxed) == 0;
-  queue_append(s, slot);
-  // The first waiter to find no watcher takes the role; it passes to the
-  // tail when its holder leaves (watcher_leave). Not the newest waiter: in
-  // a long queue every newcomer would displace a watcher asleep on its
-  // first-period timer, which then wakes once for nothing (4000 queued
-  // threads: 35 us per hand-off instead of 9).
-  if (c->watcher == kNone) c->watcher = slot;
-  if (chain != kNone) {
-    // At the head with part of what it asked for: that becomes its
-    // reservation (a crash before leaves them HELD by this process).
-    counter_add(c->held, -int32_t(taken));
-    pass_chain(s, mine, &wk);
-  } else if (head) {
-    // At the head because the rate said no: the free permits become its
-    // reservation (it then sleeps until its start time).
-    feed_head(s, &wk);
-  }
-  w->slot = slot;
-  w->ticket = ws.ticket;
-  return 1;
+  if (s->core->closed.load(std::memory_order_relaxed)) return -ESHUTDOWN;
+  Partial p;
+  if (take_at_once(sec.locked(), weight, me, &p, lease)) return 0;
+  return enqueue(sec.locked(), weight, may_queue, me, &p, sec.wakes(), w);
 }
 
 int waiter_start_by(shmsem_t *s, uint32_t weight, bool expired,
@@ -175,9 +183,30 @@ int waiter_start_by(shmsem_t *s, uint32_t weight, bool expired,
   if (maybe_reclaim(s, limit) > 0)
     r = waiter_start(s, weight, false, limit, w, lease);
   if (r != -EAGAIN) return r;
-  LockGuard guard(s, limit);  // counters change only under the lock
-  if (!guard.error()) stat_bump(s->core->timeouts);
+  Section sec(s, limit);  // counters change only under the lock
+  if (!sec.error()) stat_bump(s->core->timeouts);
   return -ETIMEDOUT;
+}
+
+int deadline_of(const timespec *ts, Deadline *d) {
+  *d = Deadline{};
+  if (!ts) return 0;
+  if (int e = deadline_ns(ts, &d->ns)) return e;
+  d->set = true;
+  return 0;
+}
+
+uint64_t wake_by(const shmsem_t *s, uint32_t slot, uint64_t at,
+                 uint64_t deadline) {
+  auto sooner = [&at](uint64_t t) {
+    const uint64_t d = deadline_wake_at(t);
+    if (!at || d < at) at = d;
+  };
+  if (deadline) sooner(deadline);
+  // At the head with all its permits, waiting for a token of the rate
+  // limit: nobody wakes it at its start time but its own timer (or poll).
+  if (uint64_t start = head_start_ns(s, slot)) sooner(start);
+  return at;
 }
 
 uint64_t head_start_ns(const shmsem_t *s, uint32_t slot) {
@@ -226,10 +255,7 @@ int leave_unlocked(shmsem_t *s, const Waiter &w, int err) {
                          ? uint32_t{kLeftCounted}
                          : why,
                      __ATOMIC_RELAXED);
-    // Acquire on failure: a GRANTED that beat us is read with its lease.
-    if (word.compare_exchange_strong(v, to, std::memory_order_acq_rel,
-                                     std::memory_order_acquire))
-      return r;
+    if (slot_leave_unlocked(word, &v, to)) return r;
   }
 }
 
@@ -238,11 +264,11 @@ int leave_unlocked(shmsem_t *s, const Waiter &w, int err) {
 int complete(shmsem_t *s, const Waiter &w, int abandon_reason,
              const Limit *limit, shmsem_lease_t *lease) {
   int r;
-  uint32_t next_watcher;
+  Section sec(s, limit);
+  if (sec.error()) return leave_unlocked(s, w, sec.error());
   {
-    WakeAfter wk(s);
-    LockGuard guard(s, limit);
-    if (guard.error()) return leave_unlocked(s, w, guard.error());
+    const Locked k = sec.locked();
+    Wakes *wk = sec.wakes();
     SHMSEM_HOOK(WAIT_RETURN_LOCKED);
     WaiterSlot &ws = s->slots[w.slot];
     if (ws.ticket != w.ticket) {
@@ -257,29 +283,24 @@ int complete(shmsem_t *s, const Waiter &w, int abandon_reason,
       // We win the one-shot transition: leave the queue owning nothing.
       // What was reserved for us (a weighted or rate-limited head) goes on.
       queue_unlink(s, w.slot);
-      drop_reservation(s, w.slot, &wk);
-      slot_free(s, w.slot);  // commit: WAITING -> FREE
+      drop_reservation(k, w.slot, wk);
+      slot_free(k, w.slot);  // commit: WAITING -> FREE
       stat_bump(abandon_reason == -ETIMEDOUT ? s->core->timeouts
                                              : s->core->cancellations);
       r = abandon_reason;
-    } else if (waiting && !grant_due_head(s, w.slot, &wk)) {
+    } else if (waiting && !grant_due_head(k, w.slot, wk)) {
       return -EINPROGRESS;  // a poll at the head before its start time
     } else {
       // The grant (or another party) won.
-      r = finish_slot(s, w.slot, self_proc(s), lease, &wk);
+      r = finish_slot(k, w.slot, self_proc(k), lease, wk);
     }
-    next_watcher = watcher_leave(s, w.slot);
-  }
-  // The new watcher takes the role up at its next wake-up; wake it now only
-  // if it sleeps (one that spins or is about to sleep sees the role at its
-  // next watch step): a hand-off between two processes would otherwise pay
-  // a FUTEX_WAKE for the role on every grant.
-  // Dekker with the sleeper (acquire.cc): the role was stored under the
-  // lock; this fence orders it before the load of `sleeping`.
-  if (next_watcher != kNone) {
-    std::atomic_thread_fence(std::memory_order_seq_cst);
-    if (s->slots[next_watcher].sleeping.load(std::memory_order_seq_cst))
-      wake_slot(s, next_watcher);
+    // The new watcher takes the role up at its next wake-up; woken after
+    // the unlock only if it sleeps (Wakes::run: one that spins or is about
+    // to sleep sees the role at its next watch step): a hand-off between
+    // two processes would otherwise pay a FUTEX_WAKE for the role on every
+    // grant.
+    const uint32_t next_watcher = watcher_leave(s, w.slot);
+    if (next_watcher != kNone) wk->add(s, next_watcher);
   }
   return r;
 }
@@ -306,37 +327,32 @@ int waiter_abandon(shmsem_t *s, const Waiter &w, int reason,
 }
 
 void waiter_cancel_remote(shmsem_t *s, uint32_t slot, uint64_t ticket) {
-  bool wake = false;
-  {
-    WakeAfter wk(s);
-    // The waiter may leave by itself while we wait for a lock held by a
-    // stopped process: then there is nothing left to cancel.
-    Limit limit;
-    limit.watch = waiter_word(s, Waiter{slot, ticket});
-    limit.watch_value = kSlotWaiting;
-    LockGuard guard(s, &limit);
-    if (guard.error()) return;
-    SHMSEM_HOOK(CANCEL_LOCKED);
-    WaiterSlot &ws = s->slots[slot];
-    if (ws.ticket == ticket &&
-        ws.word.load(std::memory_order_relaxed) == kSlotWaiting) {
-      queue_unlink(s, slot);
-      // A CAS: the owner may leave without the lock at any moment.
-      uint32_t expected = kSlotWaiting;
-      if (ws.word.compare_exchange_strong(expected, kSlotCancelled,
-                                          std::memory_order_release,
-                                          std::memory_order_relaxed)) {
-        stat_bump(s->core->cancellations);  // committed
-        wake = true;
-      }
-      // What was reserved for it goes on (a crash before leaves orphans,
-      // which repair returns to the pool); one that left (LEFT_QUEUED,
-      // unlinked above) is freed.
-      drop_reservation(s, slot, &wk);
-      if (!wake) free_left(s, slot);
-    }
-  }
-  if (wake) wake_slot(s, slot);
+  // The waiter may leave by itself while we wait for a lock held by a
+  // stopped process: then there is nothing left to cancel.
+  Limit limit;
+  limit.watch = waiter_word(s, Waiter{slot, ticket});
+  limit.watch_value = kSlotWaiting;
+  Section sec(s, &limit);
+  if (sec.error()) return;
+  SHMSEM_HOOK(CANCEL_LOCKED);
+  const Locked k = sec.locked();
+  WaiterSlot &ws = s->slots[slot];
+  if (ws.ticket != ticket ||
+      ws.word.load(std::memory_order_relaxed) != kSlotWaiting)
+    return;
+  queue_unlink(s, slot);
+  // A CAS: the owner may leave without the lock at any moment.
+  const bool cancelled = slot_cancel(k, ws);  // commit
+  if (cancelled) stat_bump(s->core->cancellations);
+  // What was reserved for it goes on (a crash before leaves orphans,
+  // which repair returns to the pool); one that left (LEFT_QUEUED,
+  // unlinked above) is freed.
+  drop_reservation(k, slot, sec.wakes());
+  if (!cancelled) return free_left(k, slot);
+  sec.unlock();
+  // Woken whatever its `sleeping` says (cancels are rare): every sleeper
+  // on the word, a stale async wait included, sees CANCELLED.
+  wake_slot(s, slot);
 }
 
 }  // namespace shmsem::detail

@@ -65,6 +65,24 @@ int waiter_abandon(shmsem_t *s, const Waiter &w, int reason,
 // wake-up. No effect if that wait already completed.
 void waiter_cancel_remote(shmsem_t *s, uint32_t slot, uint64_t ticket);
 
+// A caller's deadline (an absolute CLOCK_MONOTONIC timespec, or none) as
+// every wait keeps it.
+struct Deadline {
+  bool set = false;
+  uint64_t ns = 0;  // mono_ns() time, if set
+  // For a Limit and a wake time: 0 for none; a deadline of {0, 0} is long
+  // past, not "none" (1).
+  uint64_t at() const { return set ? (ns ? ns : 1) : 0; }
+  bool passed(uint64_t now) const { return set && now >= ns; }
+};
+// 0, or -EINVAL for a timespec out of range (null: no deadline).
+int deadline_of(const timespec *ts, Deadline *d);
+// The real time a waiter on `slot` must look again by: `at` (its watch's;
+// 0 none), its deadline (`deadline`, mono_ns(); 0 none) and, at the head
+// of a rate-limited queue, its start time, whichever comes first.
+uint64_t wake_by(const shmsem_t *s, uint32_t slot, uint64_t at,
+                 uint64_t deadline);
+
 }  // namespace shmsem::detail
 
 #endif  // SHMSEM_SRC_WAITER_H

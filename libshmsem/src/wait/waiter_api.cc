@@ -67,8 +67,7 @@ bool queued(const AsyncWaiter *a) {
 
 // The limit a blocking acquire with this deadline passes down (acquire.cc).
 Limit limit_of(const AsyncWaiter *a) {
-  return Limit{a->deadline ? std::max<uint64_t>(a->deadline, 1) : 0, nullptr,
-               false};
+  return Limit{a->deadline, nullptr, false};  // at(): 0 none, else >= 1
 }
 
 // One step of the watch, as a blocking waiter takes before each sleep,
@@ -100,11 +99,9 @@ void watch(AsyncWaiter *a, const Limit *limit) {
     }
     at = real_mono_ns() + nap;
   }
-  if (a->deadline) at = std::min(at, deadline_wake_at(a->deadline));
-  // The head's start time (the rate limit): its own poll grants it.
-  if (uint64_t start = head_start_ns(a->s, a->slot))
-    at = std::min(at, deadline_wake_at(start));
-  a->wake_by = at;
+  // The deadline and the head's start time (the rate limit): its own
+  // poll grants it.
+  a->wake_by = wake_by(a->s, a->slot, at, a->deadline);
 }
 
 int finish(AsyncWaiter *a, int r) {
@@ -120,15 +117,12 @@ int async_start(shmsem_t *s, shmsem_waiter_t *w, uint32_t weight,
   AsyncWaiter *a = impl(w);
   if (queued(a)) return -EINVAL;  // wiping it would strand its place
   memset(w, 0, sizeof *w);
-  uint64_t deadline = 0;
-  if (deadline_ts) {
-    int e = deadline_ns(deadline_ts, &deadline);
-    if (e) return e;
-  }
+  Deadline dl;
+  if (int e = deadline_of(deadline_ts, &dl)) return e;
   a->s = s;
-  a->deadline = deadline_ts ? std::max<uint64_t>(deadline, 1) : 0;
+  a->deadline = dl.at();
   const Limit limit = limit_of(a);
-  const bool expired = deadline_ts && mono_ns() >= deadline;
+  const bool expired = dl.passed(mono_ns());
   // Nothing below is a cancellation point: this is not a blocking call.
   NoCancel no_cancel;
   Waiter wt;

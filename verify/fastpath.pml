@@ -6,6 +6,8 @@
  * What each part stands for in libshmsem/src/, what is abstracted and why,
  * and which properties are checked: verify/MODEL.md, section "The fast-path
  * model". Run: verify/run.sh --only 'fast*'.
+ * The commit and layout version the models match: verify/MODEL.md, "What
+ * the models match".
  *
  * Shape. NP processes, each with one thread, so one lane, share N permits
  * and NP waiter slots. Every process has a process record from the start.

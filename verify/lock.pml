@@ -6,6 +6,8 @@
  * verify/shmsem.pml abstracts this lock as `atomic` blocks; this model
  * checks that abstraction. What each step stands for, what is abstracted
  * and the results: verify/MODEL.md, "The lock model". Run: verify/run.sh.
+ * The commit and layout version the models match: verify/MODEL.md, "What
+ * the models match".
  *
  * Every statement below is one atomic step of the C code (a load, a CAS, a
  * store, a system call); where an `atomic` block joins a load to the CAS or

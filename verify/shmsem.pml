@@ -3,6 +3,8 @@
  *
  * What each part stands for in libshmsem/src/, what is abstracted and why,
  * and which properties are checked: verify/MODEL.md. Run: verify/run.sh.
+ * The commit and layout version the models match: verify/MODEL.md, "What
+ * the models match".
  *
  * Shape. NP processes share one semaphore of N permits and W waiter slots.
  * Every critical section of the C code is one `atomic` block: the segment

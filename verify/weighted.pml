@@ -1,11 +1,12 @@
 /*
  * weighted.pml -- a SPIN model of shmsem's weighted leases and run-time
- * capacity (layout 7: libshmsem/src/grant.cc, waiter.cc, release.cc,
- * recovery.cc, capacity.cc, reclaim.cc).
+ * capacity (libshmsem/src/grant.cc, waiter.cc, release.cc, recovery.cc,
+ * capacity.cc, reclaim.cc).
  *
  * What each part stands for, what is abstracted and why, and what is
  * checked: verify/MODEL.md, "The weighted model". Run: verify/run.sh
- * (configurations w-*).
+ * (configurations w-*). The commit and layout version the models match:
+ * verify/MODEL.md, "What the models match".
  *
  * Shape. MAXP = 3 lease records (max_permits), W = NP waiter slots. NP
  * processes each run one weighted acquire (process p asks for WTp permits)

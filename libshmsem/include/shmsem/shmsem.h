@@ -66,16 +66,21 @@
  * granted at that instant is passed on). No other function is a
  * cancellation point, and nothing is async-cancel-safe.
  *
- * Lease states (one record per permit):
+ * Lease states (one record per permit the semaphore may ever have,
+ * max_permits):
  *
- *   | state    | meaning                                      |
- *   |----------|----------------------------------------------|
- *   | free     | counted in `available`                       |
- *   | held     | returned to a caller as a lease              |
- *   | reserved | handed to a queued waiter not yet returned   |
+ *   | state    | meaning                                        |
+ *   |----------|------------------------------------------------|
+ *   | free     | counted in `available`                         |
+ *   | held     | returned to a caller as a lease                |
+ *   | reserved | handed to a queued waiter not yet returned     |
+ *   | retired  | above the capacity after a shrink: not counted |
  *
- * Invariant (INV-PERMITS): available + held + reserved == permits +
- * retiring (a shrink in progress, shmsem_set_permits).
+ * Invariant (INV-PERMITS; docs/DESIGN.md section 8 states every invariant,
+ * and shmsem_check verifies those of the segment): available + held +
+ * reserved = capacity + retiring, in shmsem_stat's terms (its `permits` is
+ * the capacity, and `retiring` is not 0 only while a shrink waits for
+ * permits to retire, shmsem_set_permits).
  *
  * Weighted leases: shmsem_acquire_n and its siblings take n permits as one
  * lease, released at once by its one token. The queue stays strictly FIFO
@@ -235,7 +240,7 @@ int shmsem_acquire(shmsem_t *s, shmsem_lease_t *lease);
  * permit; waits at most about 100 ms for the internal lock if another
  * process holds it (stopped, or a writer named a live thread in it), 1 s
  * while that holder is seen running (preempted on a busy machine).
- * Errors: -EAGAIN no permit now; -ESHUTDOWN; -EBADF. */
+ * Errors: -EAGAIN no permit now; -ESHUTDOWN; -EBADF; -EXDEV. */
 int shmsem_try_acquire(shmsem_t *s, shmsem_lease_t *lease);
 
 /* As shmsem_acquire, giving up at the absolute CLOCK_MONOTONIC `deadline`
@@ -381,7 +386,8 @@ typedef struct shmsem_waiter {
  */
 int shmsem_waiter_start(shmsem_t *s, shmsem_waiter_t *w,
 			const struct timespec *deadline, shmsem_lease_t *lease);
-/* The same for `n` permits as one lease (see shmsem_acquire_n). */
+/* The same for `n` permits as one lease (see shmsem_acquire_n).
+ * Errors: those of shmsem_waiter_start, and -EINVAL for `n`. */
 int shmsem_waiter_start_n(shmsem_t *s, shmsem_waiter_t *w, uint32_t n,
 			  const struct timespec *deadline,
 			  shmsem_lease_t *lease);
@@ -456,7 +462,8 @@ typedef struct shmsem_notifier shmsem_notifier_t;
 int shmsem_notifier_create(shmsem_notifier_t **out);
 /* The eventfd (close-on-exec, non-blocking): readable exactly while
  * shmsem_notifier_next has a waiter to return (with edge-triggered epoll,
- * call it until -EAGAIN). Owned by the notifier: do not read or close it. */
+ * call it until -EAGAIN). Owned by the notifier: do not read or close it.
+ * Returns the descriptor, or -EINVAL for a NULL `n`. */
 int shmsem_notifier_fd(const shmsem_notifier_t *n);
 /* Watch queued waiter `w`, reported as `user_data`. `w` must not be polled,
  * cancelled or reused, nor its semaphore detached, until
@@ -491,7 +498,8 @@ int shmsem_uring_probe(void);
  * that has the token.
  * Errors: -EALREADY the lease was already released or reclaimed (nothing
  * changes); -EINVAL malformed lease, or a lease of another semaphore (or of
- * an earlier semaphore created under the same name); -EBADF read-only handle.
+ * an earlier semaphore created under the same name); -EBADF read-only handle;
+ * -EXDEV a release that takes the internal lock, from another PID namespace.
  */
 int shmsem_release(shmsem_t *s, shmsem_lease_t *lease);
 
@@ -499,7 +507,8 @@ int shmsem_release(shmsem_t *s, shmsem_lease_t *lease);
  * Close the semaphore for everyone: acquires fail with -ESHUTDOWN, every
  * queued waiter wakes with -ESHUTDOWN. Held leases stay valid and may be
  * released. Returns the number of waiters failed. Idempotent.
- * Errors: -EBADF read-only handle.
+ * Errors: -EBADF read-only handle; -EXDEV a writable handle from another
+ * PID namespace.
  */
 int shmsem_shutdown(shmsem_t *s);
 
@@ -515,7 +524,8 @@ int shmsem_shutdown(shmsem_t *s);
  * that no thread names (only a writer into the segment makes one). Returns
  * the number of permits (a weighted lease of n counts n) plus slots
  * reclaimed, plus free permits given back.
- * Errors: -EBADF read-only handle.
+ * Errors: -EBADF read-only handle; -EXDEV a writable handle from another
+ * PID namespace.
  */
 int shmsem_recover(shmsem_t *s);
 
@@ -603,7 +613,8 @@ struct shmsem_stat {
 };
 
 /* Snapshot the state and counters (takes the internal lock briefly unless
- * the handle is read-only, in which case the snapshot may be torn). */
+ * the handle is read-only, in which case the snapshot may be torn).
+ * Errors: -EXDEV a writable handle from another PID namespace. */
 int shmsem_stat(shmsem_t *s, struct shmsem_stat *st);
 
 /* shmsem_hist_quantile(st->wait_hist, q). */
@@ -630,10 +641,14 @@ int shmsem_declare_hold(shmsem_t *s, const shmsem_lease_t *lease,
 			uint64_t hold_ns);
 
 /*
- * Verify every invariant (INV-PERMITS, INV-LOOSE, INV-ATTRIB, INV-GATE,
- * INV-PROCS, INV-QUEUE, INV-FREE, INV-NOBYPASS, INV-GRANT, INV-CLOSED,
- * INV-RESERVE, INV-WEIGHT, INV-CAPACITY, INV-RATE; see docs/DESIGN.md) by a full scan under the lock.
- * O(permits + max_waiters). Errors: -EUCLEAN an invariant is broken.
+ * Verify every invariant of the segment by a full scan under the lock
+ * (without it through a read-only handle: best effort). The invariants it
+ * checks, as docs/DESIGN.md section 8 states them (shmsem_check(3) in short):
+ * INV-PERMITS, INV-CAPACITY, INV-RESERVE, INV-WEIGHT, INV-RATE, INV-LOOSE,
+ * INV-ATTRIB, INV-GATE, INV-PROCS, INV-QUEUE, INV-FREE, INV-NOBYPASS,
+ * INV-GRANT, INV-CLOSED, INV-WATCH, INV-USED.
+ * O(permits + max_waiters). Errors: -EUCLEAN an invariant is broken;
+ * -EXDEV a writable handle from another PID namespace.
  */
 int shmsem_check(shmsem_t *s);
 

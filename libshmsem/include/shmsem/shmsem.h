@@ -202,6 +202,8 @@ struct shmsem_config {
  * cfg->max_waiters is not 0 (a capacity changed since by
  * shmsem_set_permits does not count; the mode is not compared); -EPERM it exists
  * and belongs to another user (see SHMSEM_ANY_OWNER);
+ * -EPROTONOSUPPORT `name` has a URL scheme ("redis://host:port/pool"), which
+ * selects a backend this library was built without (it has none yet);
  * -EACCES, -ENOMEM, -ENOSPC from the system; the errors of shmsem_open.
  */
 int shmsem_create(const char *name, const struct shmsem_config *cfg, int flags,
@@ -212,7 +214,8 @@ int shmsem_create(const char *name, const struct shmsem_config *cfg, int flags,
  * Errors: -ENOENT no such semaphore; -EINVAL bad name or flags; -EACCES no
  * permission; -EBADMSG not a shmsem segment (or not a regular file: a FIFO
  * under the name is refused without blocking), truncated, or not initialised;
- * -EPROTO another layout version; -EXDEV created in another PID namespace.
+ * -EPROTO another layout version; -EXDEV created in another PID namespace;
+ * -EPROTONOSUPPORT a name with a URL scheme (see shmsem_create).
  */
 int shmsem_open(const char *name, int flags, shmsem_t **out);
 
@@ -221,7 +224,8 @@ int shmsem_open(const char *name, int flags, shmsem_t **out);
 void shmsem_detach(shmsem_t *s);
 
 /* Remove the name. Processes that have it open keep using it.
- * Errors: -EINVAL bad name; -ENOENT; -EACCES. */
+ * Errors: -EINVAL bad name; -ENOENT; -EACCES; -EPROTONOSUPPORT a name with
+ * a URL scheme (see shmsem_create). */
 int shmsem_unlink(const char *name);
 
 /*

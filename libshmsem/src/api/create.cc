@@ -122,7 +122,6 @@ int init_segment(void *base, const Build &b) {
   return 0;
 }
 
-
 // The configuration, checked, with its defaults (shmsem.h).
 int build_of(const shmsem_config *cfg, Build *b) {
   // Read and write bits only: a setuid, setgid, sticky or executable
@@ -153,9 +152,9 @@ int build_of(const shmsem_config *cfg, Build *b) {
   // No concurrency limit needs a rate (else nothing limits anything).
   if (cfg->permits == 0 && !cfg->rate) return -EINVAL;
   b->created = cfg->permits;
-  b->records = cfg->max_permits        ? cfg->max_permits
-               : cfg->permits          ? cfg->permits
-                                       : SHMSEM_DEFAULT_RATE_ONLY_PERMITS;
+  b->records = cfg->max_permits ? cfg->max_permits
+               : cfg->permits   ? cfg->permits
+                                : SHMSEM_DEFAULT_RATE_ONLY_PERMITS;
   b->capacity = cfg->permits ? cfg->permits : b->records;
   if (b->records < b->capacity) return -EINVAL;
   b->max_waiters =
@@ -164,7 +163,6 @@ int build_of(const shmsem_config *cfg, Build *b) {
 }
 
 }  // namespace
-
 
 int segment_create(const char *name, const shmsem_config *cfg, int flags,
                    shmsem_t **out) {

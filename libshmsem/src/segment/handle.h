@@ -6,7 +6,17 @@
 
 #include "layout.h"
 
+namespace shmsem::detail {
+struct Backend;
+}  // namespace shmsem::detail
+
 struct shmsem_handle {
+  // The backend this handle belongs to (api/backend.h), first: every
+  // backend's handle starts with it, and the C entry points read it there.
+  // nullptr, as here, stands for the shared-memory backend, whose handles
+  // this layer builds without naming the table of a layer above it; only
+  // api/ reads it.
+  const shmsem::detail::Backend *backend = nullptr;
   void *base;
   size_t size;
   bool rdonly;

@@ -173,8 +173,7 @@ SHMSEM_API void shmsem_cancel(shmsem_cancel_t *c) {
 }
 
 SHMSEM_API void shmsem_cancel_reset(shmsem_cancel_t *c) {
-  if (c)
-    d::cancel_impl(c)->state.store(d::kCancelIdle, std::memory_order_release);
+  if (c) d::cancel_reset(c);
 }
 
 // The non-blocking waiter: started through the handle's backend, then

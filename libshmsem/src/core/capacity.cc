@@ -54,7 +54,7 @@ void settle_capacity(Locked s, Wakes *wk) {
     pass_permit(s, l, wk);
     SHMSEM_HOOK(CAPACITY_ONE);
   }
-  if (c->retiring.load(std::memory_order_relaxed)) sweep_loose(s, wk);
+  if (c->retiring.load(std::memory_order_relaxed)) sweep_loose(s);
   // And the head's reservation, which nobody holds yet: granted later it
   // would be above the capacity (a head that waits for its start time has
   // all of it; found by an adversarial test: a lease of 6 granted after a

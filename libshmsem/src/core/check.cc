@@ -282,7 +282,7 @@ int check_locked(shmsem_t *s, char *msg, size_t len) {
 int check_and_repair(shmsem_t *s) {
   Section sec(s);
   if (check_locked(s, nullptr, 0) == 0) return 0;
-  repair(sec.locked(), sec.wakes());
+  repair(sec.locked());
   return 1;
 }
 

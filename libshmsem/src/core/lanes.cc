@@ -148,11 +148,12 @@ int recover_unnamed_loose(shmsem_t *s) {
   return n;
 }
 
-int sweep_loose(Locked s, Wakes *wk) {
+int sweep_loose(Locked s) {
   Core *c = s->core;
   int n = 0;
   uint32_t hwm = std::min(c->procs_hwm.load(std::memory_order_relaxed),
                           s->max_procs);
+  Wakes wk;
   for (uint32_t p = 0; p < hwm && wants_permit(s); p++) {
     if (s->procs[p].state.load(std::memory_order_relaxed) != kProcUsed)
       continue;
@@ -162,9 +163,12 @@ int sweep_loose(Locked s, Wakes *wk) {
       if (l >= s->permits) continue;
       uint64_t w = s->leases[l].word.load(std::memory_order_relaxed);
       if (word_state(w) != kLeaseLoose) continue;
-      n += pass_loose(s, l, w, wk);
+      n += pass_loose(s, l, w, &wk);
     }
   }
+  // Under the lock: rare (a release crossed the opening of the gate), and
+  // the grant is woken even if this process dies the moment it unlocks.
+  wk.wake_all(s);
   return n;
 }
 

@@ -33,9 +33,9 @@ bool loose_named(const shmsem_t *s, uint32_t l, uint64_t w);
 // N words, for shmsem_recover(). Returns how many.
 int recover_unnamed_loose(shmsem_t *s);
 // While a permit is wanted (wants_permit: the head gathers, or a shrink
-// waits), LOOSE leases go on. Returns
-// how many were passed on; the slots granted go to `wk`.
-int sweep_loose(Locked s, Wakes *wk);
+// waits), LOOSE leases go on; each granted slot is woken at once, under
+// the lock. Returns how many were passed on.
+int sweep_loose(Locked s);
 // The store-load barrier that the SC fences of the gate protocol need after
 // an RMW: nothing on x86, where a locked instruction is a full barrier.
 inline void fence_after_rmw() {

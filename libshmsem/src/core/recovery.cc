@@ -320,10 +320,12 @@ void finish_slots(Locked s, Reservations *rv, Wakes *wk) {
 
 }  // namespace
 
-void repair(Locked s, Wakes *wk) {
+void repair(Locked s) {
   SHMSEM_HOOK(REPAIR_LOCKED);
   Core *c = s->core;
   stat_bump(c->repairs);
+  Wakes wakes;
+  Wakes *wk = &wakes;
   // The rate words first (the creator's, clamped): whether a full head
   // waits for its start time or is granted depends on them (a writer's
   // interval on a semaphore without a rate left a full head waiting).
@@ -356,7 +358,8 @@ void repair(Locked s, Wakes *wk) {
   settle_capacity(s, wk);
   feed_head(s, wk);
   // 6. Leases a lock-free release freed while waiters queue.
-  sweep_loose(s, wk);
+  sweep_loose(s);
+  wakes.wake_all(s);
 }
 
 }  // namespace shmsem::detail

@@ -8,8 +8,10 @@ namespace shmsem::detail {
 
 // Inside a section whose previous holder died inside, or that found damage:
 // rebuilds every derived structure from the record states (docs/DESIGN.md
-// §7) and finishes half-done grants; the slots to wake go to `wk`.
-void repair(Locked s, Wakes *wk);
+// §7) and finishes half-done grants, waking their waiters at once, under
+// the lock: a repair runs after a death, and its wake-ups must not wait for
+// an unlock this process may not live to reach.
+void repair(Locked s);
 
 }  // namespace shmsem::detail
 

@@ -27,7 +27,7 @@ void Section::enter(int got) {
     // The previous holder died inside a critical section, or a writer left
     // counters no consistent state has (census.h): rebuild the derived
     // state from the record states before anyone else sees it.
-    repair(locked(), &wakes_);
+    repair(locked());
   }
 }
 
@@ -39,7 +39,7 @@ void Section::unlock() {
     // A value read from the segment was out of range: rebuild before
     // anyone else sees the state (tables.h).
     s_->corrupt = false;
-    repair(k, &wakes_);
+    repair(k);
   }
   // The gate of the lock-free path follows the queue and `closed`. Opened
   // to the queue: the fence, then the lanes (Dekker with fast_release(),
@@ -48,10 +48,10 @@ void Section::unlock() {
   if (gate_sync(k)) {
     std::atomic_thread_fence(std::memory_order_seq_cst);
     SHMSEM_HOOK(GATE_OPENED);
-    sweep_loose(k, &wakes_);
+    sweep_loose(k);
     if (s_->corrupt) {
       s_->corrupt = false;
-      repair(k, &wakes_);
+      repair(k);
     }
     (void)gate_sync(k);  // the sweep may have granted every waiter
   }

@@ -59,6 +59,13 @@ struct Wakes {
   // After unlocking. Dekker with the waiter (waiter.cc): the grant was
   // stored under the lock, then this fence, then the load of `sleeping`;
   // a waiter still spinning costs no system call.
+  // Under the lock, each at once whatever its `sleeping` says: what repair
+  // and the lanes' sweep grant (they run after a death, or for a releaser
+  // that may be killed the moment it unlocks, as before the section).
+  void wake_all(shmsem_t *s) {
+    for (uint32_t i = 0; i < n; i++) wake_slot(s, slot[i]);
+    n = 0;
+  }
   void run(shmsem_t *s) const {
     if (!n) return;
     std::atomic_thread_fence(std::memory_order_seq_cst);

@@ -259,7 +259,7 @@ int reclaim_candidates(shmsem_t *s, const Limit *limit,
     if (mark_low) mark_corrupt(s);
     // Leases a lock-free release left free while someone waits (it was
     // stopped or killed before it could hand them on): to the head.
-    return sweep_loose(sec.locked(), sec.wakes());
+    return sweep_loose(sec.locked());
   }
   SHMSEM_HOOK(RECLAIM_SCANNED);
   int n = 0;
@@ -270,7 +270,7 @@ int reclaim_candidates(shmsem_t *s, const Limit *limit,
     if (mark_low) mark_corrupt(s);
     for (size_t j = i; j < dead.size() && j < i + kChunk; j++)
       n += reclaim_one(sec.locked(), dead[j], sec.wakes());
-    n += sweep_loose(sec.locked(), sec.wakes());
+    n += sweep_loose(sec.locked());
   }
   return n;
 }

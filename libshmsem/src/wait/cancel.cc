@@ -42,4 +42,8 @@ void cancel_fire(shmsem_cancel_t *c) {
     futex_wake_private(&ci->inflight, INT_MAX);
 }
 
+void cancel_reset(shmsem_cancel_t *c) {
+  cancel_impl(c)->state.store(kCancelIdle, std::memory_order_release);
+}
+
 }  // namespace shmsem::detail

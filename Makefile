@@ -13,7 +13,16 @@ FUZZ_SECONDS ?= 600
 FUZZ_SHORT_SECONDS ?= 30
 FUZZ_WORKERS ?= $(JOBS)
 
-.PHONY: all deps build demo lint test test-fast test-sanitize fuzz fuzz-short fuzz-build bench soak verify verify-quick install clean help
+# Where `make test` (scripts/test-all) keeps each stage's log.
+TEST_LOGS ?= $(BUILD)/test-logs
+# The SPIN verifiers compiled before, reused when their model and flags are
+# the same (verify/run.sh --cache).
+VERIFY_CACHE ?= $(BUILD)/verify-cache
+
+CTEST_FAST = cd $(BUILD) && ctest --output-on-failure -j $(JOBS) --timeout 300
+CTEST_SANITIZE = cd $(ASAN_BUILD) && ctest --output-on-failure -j $(JOBS) --timeout 600 -LE no-sanitize
+
+.PHONY: all deps build build-asan demo lint test test-fast test-sanitize suite-fast suite-sanitize fuzz fuzz-short fuzz-short-run fuzz-build bench soak verify verify-quick install clean help
 
 all: build
 
@@ -27,12 +36,16 @@ build: deps
 demo: build
 	./$(BUILD)/examples/shmsem-demo
 
-# Static analysis first (it fails fastest), then the whole suite, again
-# under AddressSanitizer + UBSan (less what runs no library code: label
-# no-sanitize), then the quick tier of the SPIN model check (every model;
-# `make verify` runs every configuration), then half a minute of the
-# segment fuzzer from its seeds.
-test: lint test-fast test-sanitize verify-quick fuzz-short
+# Static analysis, the whole suite, again under AddressSanitizer + UBSan
+# (less what runs no library code: label no-sanitize), the quick tier of the
+# SPIN model check (every model; `make verify` runs every configuration) and
+# half a minute of the segment fuzzer from its seeds: each stage of the
+# targets lint, test-fast, test-sanitize, verify-quick and fuzz-short, run
+# side by side where they do not disturb each other (scripts/test-all: the
+# builds, lint and SPIN overlap, the suites run on a machine left to them),
+# with a log per stage in $(TEST_LOGS) and each stage's time at the end.
+test:
+	+@MAKE="$(MAKE)" ./scripts/test-all $(TEST_LOGS)
 
 # clang-tidy (.clang-tidy) and cppcheck (.cppcheck-suppressions); any finding
 # fails. Configures its own build directory, builds nothing. See scripts/lint.
@@ -40,12 +53,21 @@ lint: deps
 	./scripts/lint $(LINT_BUILD)
 
 test-fast: build
-	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) --timeout 300
+	$(CTEST_FAST)
 
-test-sanitize: deps
+build-asan: deps
 	cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DSHMSEM_SANITIZE=ON -DSHMSEM_TESTS=ON -DSHMSEM_BENCH=OFF -DSHMSEM_TOOLS=ON $(CMAKE_FLAGS)
 	cmake --build $(ASAN_BUILD) -j $(JOBS)
-	cd $(ASAN_BUILD) && ctest --output-on-failure -j $(JOBS) --timeout 600 -LE no-sanitize
+
+test-sanitize: build-asan
+	$(CTEST_SANITIZE)
+
+# The suites alone, over builds made before (scripts/test-all builds first).
+suite-fast:
+	$(CTEST_FAST)
+
+suite-sanitize:
+	$(CTEST_SANITIZE)
 
 # libFuzzer over arbitrary segment bytes (tests/fuzz/), ASan+UBSan, clang.
 # The compiler is chosen when $(FUZZ_BUILD) is first configured (CC/CXX).
@@ -58,8 +80,13 @@ fuzz: fuzz-build
 	./tests/fuzz/run.sh $(FUZZ_BUILD) $(FUZZ_SECONDS) $(FUZZ_WORKERS)
 
 # The short run of `make test`: from the seeds alone, FUZZ_SHORT_SECONDS.
+FUZZ_SHORT = ./tests/fuzz/run.sh $(FUZZ_BUILD) $(FUZZ_SHORT_SECONDS) $(FUZZ_WORKERS) fresh
 fuzz-short: fuzz-build
-	./tests/fuzz/run.sh $(FUZZ_BUILD) $(FUZZ_SHORT_SECONDS) $(FUZZ_WORKERS) fresh
+	$(FUZZ_SHORT)
+
+# The same over a fuzz build made before (scripts/test-all).
+fuzz-short-run:
+	$(FUZZ_SHORT)
 
 bench: build
 	./bench/run.sh $(BUILD)
@@ -70,10 +97,10 @@ soak: build
 	SHMSEM_CRASH_SEEDS=$${SHMSEM_CRASH_SEEDS:-8} SHMSEM_STRESS_SECONDS=$${SHMSEM_SOAK_SECONDS:-120} ./$(BUILD)/tests/shmsem_crash_test
 
 verify: deps
-	./verify/run.sh
+	./verify/run.sh --cache $(VERIFY_CACHE)
 
 verify-quick: deps
-	./verify/run.sh --quick
+	./verify/run.sh --quick --cache $(VERIFY_CACHE)
 
 install: build
 	cmake --install $(BUILD) --prefix $(PREFIX)
@@ -83,9 +110,12 @@ clean:
 
 help:
 	@echo "make demo       build and run the demo (installs Debian packages if missing)"
-	@echo "make test       make lint, all tests, again under ASan+UBSan, then make verify-quick and make fuzz-short"
+	@echo "make test       make lint, all tests, again under ASan+UBSan, make verify-quick and make fuzz-short,"
+	@echo "                side by side where they do not disturb each other (scripts/test-all); each"
+	@echo "                stage's log in TEST_LOGS=$(TEST_LOGS), its time at the end"
 	@echo "make lint       clang-tidy and cppcheck; any finding fails (scripts/lint)"
 	@echo "make test-fast  the tests without the sanitizer pass"
+	@echo "make test-sanitize  the tests under ASan+UBSan (build-asan: that build alone)"
 	@echo "make bench      benchmarks against sem_t, SysV, robust mutex, flock"
 	@echo "make soak       long crash soak (SHMSEM_SOAK_SECONDS=120, SHMSEM_CRASH_SEEDS=8)"
 	@echo "make verify     model-check every configuration of the SPIN models in verify/ (~10 min on 2 CPUs)"

@@ -10,7 +10,7 @@
 #include "commands.h"
 #include "common.h"
 #include "exit_codes.h"
-#include "snapshot.h"
+#include "pool_view.h"
 
 namespace shmsem::cli {
 namespace {
@@ -60,20 +60,22 @@ int create_usage(const CreateOptions &o, const std::string &what) {
 // changed since; "" if it cannot be read.
 std::string existing_settings(const std::string &name) {
   Snapshot snap;
-  if (take_snapshot(name, &snap) != 0) return "";
+  if (read_pool(name, &snap) != 0) return "";
   const struct shmsem_stat &st = snap.st;
   std::string out;
-  uint32_t default_max = snap.created_permits ? snap.created_permits
-                                              : SHMSEM_DEFAULT_RATE_ONLY_PERMITS;
-  if (snap.created_permits) out += " --permits " + std::to_string(snap.created_permits);
+  uint32_t default_max = snap.created_permits
+                             ? snap.created_permits
+                             : SHMSEM_DEFAULT_RATE_ONLY_PERMITS;
+  if (snap.created_permits)
+    out += " --permits " + std::to_string(snap.created_permits);
   if (st.max_permits != default_max)
     out += " --max-permits " + std::to_string(st.max_permits);
   if (st.rate)
     out += " --rate " + format_rate(st.rate, st.rate_period_ns) + " --burst " +
            std::to_string(st.burst);
   out += " --max-waiters " + std::to_string(st.max_waiters);
-  uint32_t created_capacity = snap.created_permits ? snap.created_permits
-                                                   : st.max_permits;
+  uint32_t created_capacity =
+      snap.created_permits ? snap.created_permits : st.max_permits;
   if (st.permits != created_capacity)
     out += " (capacity now " + std::to_string(st.permits) + ")";
   return out.substr(1);
@@ -90,14 +92,18 @@ std::string given_settings(const CreateOptions &o,
   if (o.max_waiters) out += " --max-waiters " + std::to_string(o.max_waiters);
   if (cfg.mode) {
     char mode[24];
-    (void)snprintf(mode, sizeof mode, " --mode 0%o", cfg.mode);  // fits: 20 bytes at most
+    (void)snprintf(mode, sizeof mode, " --mode 0%o",
+                   cfg.mode);  // fits: 20 bytes at most
     out += mode;
   }
   return out.empty() ? out : out.substr(1);
 }
 
-int run_create(const CreateOptions &o) {
-  struct shmsem_config cfg = {};
+// The configuration the options ask for, checked as shmsem_create(3) will
+// check it: kExitOk, or the usage status after saying what is wrong.
+int config_from(const CreateOptions &o, struct shmsem_config *out) {
+  struct shmsem_config &cfg = *out;
+  cfg = {};
   cfg.permits = o.permits;
   cfg.max_waiters = o.max_waiters;
   cfg.max_permits = o.max_permits;
@@ -119,11 +125,13 @@ int run_create(const CreateOptions &o) {
     }
   }
   if (!o.permits_given && !o.rate_given)
-    return create_usage(o, "--permits is required (or --rate, for a "
-                           "semaphore limited by its rate alone)");
+    return create_usage(o,
+                        "--permits is required (or --rate, for a "
+                        "semaphore limited by its rate alone)");
   if (o.permits_given && o.permits == 0 && !o.rate_given)
-    return create_usage(o, "--permits 0 needs --rate: a semaphore with "
-                           "neither limit would limit nothing");
+    return create_usage(o,
+                        "--permits 0 needs --rate: a semaphore with "
+                        "neither limit would limit nothing");
   if (o.max_permits && o.max_permits < o.permits)
     return create_usage(o, "--max-permits " + std::to_string(o.max_permits) +
                                " is below --permits " +
@@ -139,6 +147,13 @@ int run_create(const CreateOptions &o) {
     }
     cfg.mode = uint32_t(m);
   }
+  return kExitOk;
+}
+
+int run_create(const CreateOptions &o) {
+  struct shmsem_config cfg;
+  int rc = config_from(o, &cfg);
+  if (rc != kExitOk) return rc;
   Handle h;
   int flags = int((o.exclusive ? SHMSEM_EXCL : 0u) |
                   (o.any_owner ? SHMSEM_ANY_OWNER : 0u));
@@ -159,7 +174,8 @@ int run_create(const CreateOptions &o) {
               "shmsem: create %s: semaphore already exists with %s; remove "
               "it first with 'shmsem rm %s' to change them (the capacity "
               "alone changes with 'shmsem set')\n",
-              printable(o.name).c_str(), was.c_str(), printable(o.name).c_str());
+              printable(o.name).c_str(), was.c_str(),
+              printable(o.name).c_str());
       return kExitExists;
     }
   }

@@ -1,7 +1,8 @@
 // shmsem exporter --listen ADDRESS:PORT [NAME...]: serve Prometheus metrics
 // (metrics.h) on http://ADDRESS:PORT/metrics. Each scrape reads the
-// semaphores anew, through the public API, in prometheus-cpp's HTTP server
-// threads (civetweb); the main thread only waits for SIGINT or SIGTERM.
+// semaphores anew, through the data layer (pool_view.h), in prometheus-cpp's
+// HTTP server threads (civetweb); the main thread only waits for SIGINT or
+// SIGTERM.
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
@@ -85,11 +86,13 @@ std::string try_bind(const ListenAddress &a) {
   int fd = socket(a.sa.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) {
     int e = errno;
-    return e == EAFNOSUPPORT ? "this host has no IPv6"
-                             : std::string(strerror(e));  // NOLINT(concurrency-mt-unsafe)
+    return e == EAFNOSUPPORT
+               ? "this host has no IPv6"
+               : std::string(strerror(e));  // NOLINT(concurrency-mt-unsafe)
   }
   int one = 1;
-  (void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);  // as civetweb
+  (void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one,
+                   sizeof one);  // as civetweb
   int rc = bind(fd, reinterpret_cast<const struct sockaddr *>(&a.sa), a.len);
   int e = errno;
   close(fd);
@@ -117,8 +120,8 @@ class PoolCollector : public prometheus::Collectable {
 
   std::vector<prometheus::MetricFamily> Collect() const override {
     try {
-      std::vector<PoolReading> readings;
-      int e = read_pools(names_, &readings);
+      std::vector<Snapshot> readings;
+      int e = read_pools(names_, false, &readings);
       log_changes(e, readings);
       return build_metrics(readings);
     } catch (const std::exception &e) {  // out of memory: an empty scrape
@@ -130,14 +133,14 @@ class PoolCollector : public prometheus::Collectable {
  private:
   // One line on stderr when a semaphore becomes unreadable or readable
   // again (not one per scrape).
-  void log_changes(int dir_error, const std::vector<PoolReading> &readings) const {
+  void log_changes(int dir_error, const std::vector<Snapshot> &readings) const {
     std::lock_guard<std::mutex> lock(mu_);
     if (dir_error != last_dir_error_ && dir_error)
       fprintf(stderr, "shmsem: exporter: cannot read /dev/shm: %s\n",
               shmsem_strerror(dir_error));
     last_dir_error_ = dir_error;
     std::map<std::string, int> now;
-    for (const PoolReading &r : readings) {
+    for (const Snapshot &r : readings) {
       now[r.name] = r.error;
       auto was = last_error_.find(r.name);
       int before = was == last_error_.end() ? 0 : was->second;
@@ -213,10 +216,11 @@ int run_exporter(const ExporterOptions &o) {
   std::vector<int> ports = exposer->GetListeningPorts();
   fprintf(stderr, "shmsem: exporter: serving http://%s:%d/metrics for %s\n",
           addr.host.c_str(), ports.empty() ? int(addr.port) : ports.front(),
-          o.names.empty() ? "every semaphore in /dev/shm"
-                          : (std::to_string(o.names.size()) +
-                             (o.names.size() == 1 ? " semaphore" : " semaphores"))
-                                .c_str());
+          o.names.empty()
+              ? "every semaphore in /dev/shm"
+              : (std::to_string(o.names.size()) +
+                 (o.names.size() == 1 ? " semaphore" : " semaphores"))
+                    .c_str());
   (void)fflush(stderr);
 
   int sig = 0;

@@ -54,22 +54,26 @@ struct Tally {
 void recover_one(const Leftover &l, Tally *t) {
   int e = shmsem_remove_leftover(l.file);
   if (e == 0) {
-    printf("removed /dev/shm/%s (its creator, PID %d, is gone)\n", printable(l.file).c_str(),
-           int(l.pid));
+    printf("removed /dev/shm/%s (its creator, PID %d, is gone)\n",
+           printable(l.file).c_str(), int(l.pid));
     t->removed++;
   } else if (e == -EBUSY) {
     if (l.pid < 0)
-      printf("kept /dev/shm/%s: its name carries no creator PID\n", printable(l.file).c_str());
+      printf("kept /dev/shm/%s: its name carries no creator PID\n",
+             printable(l.file).c_str());
     else
       printf("kept /dev/shm/%s: a process with its creator's PID %d exists\n",
              printable(l.file).c_str(), int(l.pid));
     t->kept++;
   } else if (e != -ENOENT) {  // ENOENT: someone else removed it meanwhile
-    fprintf(stderr, "shmsem: recover --leftovers: cannot remove /dev/shm/%s: %s%s\n",
-            printable(l.file).c_str(), strerror(-e),  // NOLINT(concurrency-mt-unsafe): one thread
-            e == -EPERM || e == -EACCES
-                ? "; it belongs to another user: run this as that user or as root"
-                : "");
+    fprintf(
+        stderr,
+        "shmsem: recover --leftovers: cannot remove /dev/shm/%s: %s%s\n",
+        printable(l.file).c_str(),
+        strerror(-e),  // NOLINT(concurrency-mt-unsafe): one thread
+        e == -EPERM || e == -EACCES
+            ? "; it belongs to another user: run this as that user or as root"
+            : "");
     t->failed++;
   }
 }
@@ -90,9 +94,10 @@ int run_leftovers() {
   }
   found.resize(size_t(n) < found.size() ? size_t(n) : found.size());
   for (const Leftover &l : found) recover_one(l, &t);
-  printf("removed %d leftover temporary %s; kept %d whose creator may be "
-         "alive\n",
-         t.removed, t.removed == 1 ? "file" : "files", t.kept);
+  printf(
+      "removed %d leftover temporary %s; kept %d whose creator may be "
+      "alive\n",
+      t.removed, t.removed == 1 ? "file" : "files", t.kept);
   return t.failed ? kExitFailure : kExitOk;
 }
 
@@ -117,8 +122,7 @@ int run(const RecoverOptions &o) {
 Subcommand add_recover(CLI::App &parent) {
   auto o = std::make_shared<RecoverOptions>();
   CLI::App *sub = parent.add_subcommand(
-      "recover",
-      "Reclaim permits and queue places of processes that died");
+      "recover", "Reclaim permits and queue places of processes that died");
   add_name_option(sub, &o->name)->required(false);
   sub->add_flag("-l,--leftovers", o->leftovers,
                 "Remove leftover .shmsem-tmp-* files whose creator is gone");

@@ -79,9 +79,9 @@ struct SignalState {
   sigset_t set;  // the forwarded signals we handle (not inherited-ignored)
   shmsem_cancel_t cancel;
   std::mutex mu;
-  int pending = 0;   // first signal that arrived before the child started
-  pid_t child = 0;   // > 0 while COMMAND runs and may be signalled
-  int pidfd = -1;    // of `child`, if the kernel has pidfd_open (5.3+)
+  int pending = 0;  // first signal that arrived before the child started
+  pid_t child = 0;  // > 0 while COMMAND runs and may be signalled
+  int pidfd = -1;   // of `child`, if the kernel has pidfd_open (5.3+)
 };
 
 void forward(const SignalState *st, int sig) {
@@ -154,7 +154,8 @@ void signal_thread(SignalState *st) {
   sigaction(SIGCHLD, &in.chld, nullptr);
   int err = 0;
   if (prctl(PR_SET_PDEATHSIG, SIGTERM) != 0) err = errno;
-  if (!err && getppid() != parent) _exit(kExitRunFailed);  // parent already gone
+  if (!err && getppid() != parent)
+    _exit(kExitRunFailed);  // parent already gone
   // NOLINTNEXTLINE(concurrency-mt-unsafe): the child has one thread
   sigprocmask(SIG_SETMASK, &in.mask, nullptr);
   if (!err) {
@@ -168,10 +169,15 @@ void signal_thread(SignalState *st) {
 
 std::string exec_problem(int err) {
   switch (err) {
-    case ENOENT: return "command not found";
-    case EACCES: return "permission denied (is it executable?)";
-    case ENOEXEC: return "not an executable format";
-    default: return strerror(err);  // NOLINT(concurrency-mt-unsafe): no other thread calls it
+    case ENOENT:
+      return "command not found";
+    case EACCES:
+      return "permission denied (is it executable?)";
+    case ENOEXEC:
+      return "not an executable format";
+    default:
+      // NOLINTNEXTLINE(concurrency-mt-unsafe): no other thread calls it
+      return strerror(err);
   }
 }
 
@@ -239,58 +245,56 @@ std::string parse_expect(const std::string &text, uint64_t *ns) {
   std::string why = parse_duration(text, ns);
   if (!why.empty()) return "--expect: " + why;
   if (*ns == 0 || *ns > SHMSEM_MAX_DECLARED_NS)
-    return "invalid --expect '" + text + "': give how long COMMAND should "
+    return "invalid --expect '" + text +
+           "': give how long COMMAND should "
            "hold its permit, more than 0 and at most " +
            format_duration(SHMSEM_MAX_DECLARED_NS) + " (e.g. 30s, 10m, 2h)";
   return "";
 }
 
-int run_run(RunOptions &o) {
+// What the command line asks for, parsed and checked.
+struct RunPlan {
+  uint32_t weight = 1;
+  bool has_timeout = false;
+  uint64_t timeout_ns = 0;
+  uint64_t expect_ns = 0;  // 0: nothing is declared
+};
+
+// "shmsem: run NAME: <why>" on stderr; the status for it.
+int run_failed(const RunOptions &o, const std::string &why) {
+  fprintf(stderr, "shmsem: run %s: %s\n", printable(o.name).c_str(),
+          printable(why).c_str());
+  return kExitRunFailed;
+}
+
+// Step 1, parse: the options (those after NAME too) into *plan. kExitOk, or
+// the status after saying what is wrong.
+int parse_run(RunOptions &o, RunPlan *plan) {
   std::string problem = take_late_options(&o);
   if (!problem.empty()) {
-    fprintf(stderr, "shmsem: run %s: %s\nRun 'shmsem run --help' for more information.\n",
-            printable(o.name).c_str(), printable(problem).c_str());
+    fprintf(
+        stderr,
+        "shmsem: run %s: %s\nRun 'shmsem run --help' for more information.\n",
+        printable(o.name).c_str(), printable(problem).c_str());
     return kExitRunFailed;
   }
-  uint32_t weight = 1;
-  if (o.weight_given) {
-    std::string why = parse_weight(o.weight, &weight);
-    if (!why.empty()) {
-      fprintf(stderr, "shmsem: run %s: %s\n", printable(o.name).c_str(),
-              printable(why).c_str());
-      return kExitRunFailed;
-    }
-  }
-  uint64_t timeout_ns = 0;
-  bool has_timeout = o.timeout_given;
-  if (has_timeout) {
-    std::string why = parse_duration(o.timeout, &timeout_ns);
-    if (!why.empty()) {
-      fprintf(stderr, "shmsem: run %s: %s\n", printable(o.name).c_str(),
-              printable(why).c_str());
-      return kExitRunFailed;
-    }
-  }
-  uint64_t expect_ns = 0;
-  if (o.expect_given) {
-    std::string why = parse_expect(o.expect, &expect_ns);
-    if (!why.empty()) {
-      fprintf(stderr, "shmsem: run %s: %s\n", printable(o.name).c_str(),
-              printable(why).c_str());
-      return kExitRunFailed;
-    }
-  }
-  Handle h;
-  int e = shmsem_open(o.name.c_str(), 0, &h.s);
-  if (e) {
-    report_error("run", o.name, e);
-    return kExitRunFailed;
-  }
+  std::string why;
+  if (o.weight_given) why = parse_weight(o.weight, &plan->weight);
+  if (why.empty() && o.timeout_given)
+    why = parse_duration(o.timeout, &plan->timeout_ns);
+  if (why.empty() && o.expect_given)
+    why = parse_expect(o.expect, &plan->expect_ns);
+  if (!why.empty()) return run_failed(o, why);
+  plan->has_timeout = o.timeout_given;
+  return kExitOk;
+}
 
-  // Block the signals we handle before any thread exists, so that only the
-  // signal thread ever takes them.
-  Inherited in;
-  sigprocmask(SIG_SETMASK, nullptr, &in.mask);  // NOLINT(concurrency-mt-unsafe): no thread yet
+// Block the signals we handle before any thread exists, so that only the
+// signal thread ever takes them, and start that thread. *in: what the
+// child gets back.
+SignalState *start_signal_thread(Inherited *in) {
+  // NOLINTNEXTLINE(concurrency-mt-unsafe): no thread yet
+  sigprocmask(SIG_SETMASK, nullptr, &in->mask);
   // Never freed: the detached signal thread uses it until the process exits.
   SignalState *st = new SignalState;
   shmsem_cancel_init(&st->cancel);
@@ -305,69 +309,185 @@ int run_run(RunOptions &o) {
   // for us and hide its status.
   struct sigaction dfl = {};
   dfl.sa_handler = SIG_DFL;
-  sigaction(SIGCHLD, &dfl, &in.chld);
+  sigaction(SIGCHLD, &dfl, &in->chld);
   // From here on the process has two threads. strerror() below is safe all
   // the same (concurrency-mt-unsafe): the signal thread calls no strerror.
   std::thread(signal_thread, st).detach();
+  return st;
+}
 
+// No lease: say why in the words of the options, for the errors whose
+// library text would not (a timeout, a weight above the maximum). The exit
+// status.
+int report_no_lease(const RunOptions &o, const RunPlan &p, shmsem_t *s, int e) {
+  struct shmsem_stat now_st;
+  bool have_st = (e == -ETIMEDOUT || e == -EINVAL) && p.weight > 1 &&
+                 shmsem_stat(s, &now_st) == 0;
+  if (e == -ETIMEDOUT) {
+    std::string when = p.timeout_ns ? "within " + format_duration(p.timeout_ns)
+                                    : std::string("free right now");
+    // After a shrink, a weight above the capacity waits for it to grow.
+    std::string why =
+        have_st && p.weight > now_st.permits
+            ? " (the capacity is " + std::to_string(now_st.permits) + " now)"
+            : "";
+    std::string what = p.weight == 1 ? std::string("permit")
+                                     : std::to_string(p.weight) + " permits";
+    fprintf(stderr, "shmsem: run %s: no %s %s%s; '%s' was not run\n",
+            printable(o.name).c_str(), what.c_str(), when.c_str(), why.c_str(),
+            printable(o.command[0]).c_str());
+    return kExitRunTimedOut;
+  }
+  // The library's -EINVAL does not say which argument; the one it can be
+  // here is the weight (the deadline and flags are ours).
+  if (e == -EINVAL && have_st && p.weight > now_st.max_permits) {
+    fprintf(stderr,
+            "shmsem: run %s: --weight %u is above the semaphore's maximum of "
+            "%u permits (its --max-permits): it could never be granted; '%s' "
+            "was not run\n",
+            printable(o.name).c_str(), p.weight, now_st.max_permits,
+            printable(o.command[0]).c_str());
+    return kExitRunFailed;
+  }
+  report_error("run", o.name, e);
+  return kExitRunFailed;
+}
+
+// Step 2, acquire: the lease, waiting as the plan says. kExitOk, or the
+// status after saying why not; a signal while queued (we hold nothing)
+// kills us with it.
+int acquire_lease(const RunOptions &o, const RunPlan &p, Handle *h,
+                  SignalState *st, shmsem_lease_t *lease) {
   struct timespec deadline;
-  if (has_timeout) {
-    uint64_t at = now_ns(CLOCK_MONOTONIC) + timeout_ns;
+  if (p.has_timeout) {
+    uint64_t at = now_ns(CLOCK_MONOTONIC) + p.timeout_ns;
     deadline.tv_sec = time_t(at / 1'000'000'000ull);
     deadline.tv_nsec = long(at % 1'000'000'000ull);
   }
-  shmsem_lease_t lease;
-  e = shmsem_acquire_ex_n(h.s, weight, has_timeout ? &deadline : nullptr,
-                          &st->cancel, 0, &lease);
-  if (e == -ECANCELED) {  // a signal while queued: we hold nothing
+  int e =
+      shmsem_acquire_ex_n(h->s, p.weight, p.has_timeout ? &deadline : nullptr,
+                          &st->cancel, 0, lease);
+  if (e == -ECANCELED) {
     int sig;
     {
       std::lock_guard<std::mutex> lock(st->mu);
       sig = st->pending;
     }
-    shmsem_detach(h.s);
-    h.s = nullptr;
+    shmsem_detach(h->s);
+    h->s = nullptr;
     die_of_signal(sig);
   }
-  struct shmsem_stat now_st;
-  bool have_st = (e == -ETIMEDOUT || e == -EINVAL) && weight > 1 &&
-                 shmsem_stat(h.s, &now_st) == 0;
-  if (e == -ETIMEDOUT) {
-    std::string when = timeout_ns ? "within " + format_duration(timeout_ns)
-                                  : std::string("free right now");
-    // After a shrink, a weight above the capacity waits for it to grow.
-    std::string why = have_st && weight > now_st.permits
-                          ? " (the capacity is " +
-                                std::to_string(now_st.permits) + " now)"
-                          : "";
-    std::string what = weight == 1 ? std::string("permit")
-                                   : std::to_string(weight) + " permits";
-    fprintf(stderr, "shmsem: run %s: no %s %s%s; '%s' was not run\n",
-            printable(o.name).c_str(), what.c_str(), when.c_str(),
-            why.c_str(), printable(o.command[0]).c_str());
-    return kExitRunTimedOut;
+  return e ? report_no_lease(o, p, h->s, e) : kExitOk;
+}
+
+// Fork COMMAND unless a signal came first (then *early is that signal and
+// nothing is started). The child's PID, or -1 with errno from fork().
+pid_t start_child(SignalState *st, const Inherited &in, int errfd, int readfd,
+                  std::vector<char *> *argv, int *early) {
+  std::lock_guard<std::mutex> lock(st->mu);
+  *early = st->pending;  // arrived between the grant and now
+  if (*early) return -1;
+  pid_t parent = getpid();
+  pid_t child = fork();
+  if (child == 0) {
+    close(readfd);
+    exec_child(in, parent, errfd, argv->data());
   }
-  // The library's -EINVAL does not say which argument; the one it can be
-  // here is the weight (the deadline and flags are ours).
-  if (e == -EINVAL && have_st && weight > now_st.max_permits) {
-    fprintf(stderr,
-            "shmsem: run %s: --weight %u is above the semaphore's maximum of "
-            "%u permits (its --max-permits): it could never be granted; '%s' "
-            "was not run\n",
-            printable(o.name).c_str(), weight, now_st.max_permits,
-            printable(o.command[0]).c_str());
+  st->child = child;
+  // Not reaped yet, so `child` still names our child.
+  if (child > 0) st->pidfd = int(syscall(SYS_pidfd_open, child, 0));
+  return child;
+}
+
+// What exec in the child said over the pipe, if it failed: printed.
+void report_exec_failure(const RunOptions &o, int readfd) {
+  int exec_err = 0;
+  ssize_t n;
+  do {
+    n = read(readfd, &exec_err, sizeof exec_err);
+  } while (n < 0 && errno == EINTR);
+  close(readfd);
+  if (n == ssize_t(sizeof exec_err))
+    fprintf(stderr, "shmsem: run %s: cannot run '%s': %s\n",
+            printable(o.name).c_str(), printable(o.command[0]).c_str(),
+            exec_problem(exec_err).c_str());
+}
+
+// Step 3, spawn: run COMMAND while holding `lease`, release it after, and
+// return COMMAND's status (or die of the signal that killed it).
+int spawn_holding(const RunOptions &o, Handle *h, SignalState *st,
+                  const Inherited &in, shmsem_lease_t *lease) {
+  auto release = [&] {
+    int r = shmsem_release(h->s, lease);
+    if (r) report_error("run: release permit of", o.name, r);
+  };
+  std::vector<char *> argv;
+  for (const std::string &a : o.command)
+    argv.push_back(const_cast<char *>(a.c_str()));
+  argv.push_back(nullptr);
+  int errpipe[2];
+  if (pipe2(errpipe, O_CLOEXEC) != 0) {
+    // NOLINTNEXTLINE(concurrency-mt-unsafe): no other thread calls it
+    const char *why = strerror(errno);
+    fprintf(stderr, "shmsem: run %s: cannot create a pipe: %s\n",
+            printable(o.name).c_str(), why);
+    release();
     return kExitRunFailed;
   }
+  // Flush before fork, so the child cannot write our buffered output again.
+  // (A failed write leaves the stream's error flag set; nothing to add here.)
+  (void)fflush(nullptr);
+  int early = 0;
+  pid_t child = start_child(st, in, errpipe[1], errpipe[0], &argv, &early);
+  int fork_errno = errno;
+  close(errpipe[1]);
+  if (early) {  // a signal between the grant and the fork: nothing started
+    close(errpipe[0]);
+    release();
+    shmsem_detach(h->s);
+    h->s = nullptr;
+    die_of_signal(early);
+  }
+  if (child < 0) {
+    close(errpipe[0]);
+    // NOLINTNEXTLINE(concurrency-mt-unsafe): no other thread calls it
+    const char *why = strerror(fork_errno);
+    fprintf(stderr, "shmsem: run %s: cannot start '%s': %s\n",
+            printable(o.name).c_str(), printable(argv[0]).c_str(), why);
+    release();
+    return kExitRunFailed;
+  }
+  report_exec_failure(o, errpipe[0]);
+  int status = wait_child(st, child);
+  release();
+  if (WIFSIGNALED(status)) {
+    shmsem_detach(h->s);
+    h->s = nullptr;
+    die_of_signal(WTERMSIG(status));
+  }
+  return WEXITSTATUS(status);
+}
+
+int run_run(RunOptions &o) {
+  RunPlan plan;
+  int rc = parse_run(o, &plan);
+  if (rc != kExitOk) return rc;
+  Handle h;
+  int e = shmsem_open(o.name.c_str(), 0, &h.s);
   if (e) {
     report_error("run", o.name, e);
     return kExitRunFailed;
   }
-
+  Inherited in;
+  SignalState *st = start_signal_thread(&in);
+  shmsem_lease_t lease;
+  rc = acquire_lease(o, plan, &h, st, &lease);
+  if (rc != kExitOk) return rc;
   // Holding the permit from here on: every path below releases it.
   // The declaration counts from the grant, which was a moment ago. It is
   // reporting only, so a failure to make it does not stop COMMAND.
-  if (expect_ns) {
-    int d = shmsem_declare_hold(h.s, &lease, expect_ns);
+  if (plan.expect_ns) {
+    int d = shmsem_declare_hold(h.s, &lease, plan.expect_ns);
     if (d)
       fprintf(stderr,
               "shmsem: run %s: cannot declare --expect %s: %s; running '%s' "
@@ -375,77 +495,7 @@ int run_run(RunOptions &o) {
               printable(o.name).c_str(), printable(o.expect).c_str(),
               shmsem_strerror(d), printable(o.command[0]).c_str());
   }
-  auto release = [&] {
-    int r = shmsem_release(h.s, &lease);
-    if (r) report_error("run: release permit of", o.name, r);
-  };
-  std::vector<char *> argv;
-  for (const std::string &a : o.command) argv.push_back(const_cast<char *>(a.c_str()));
-  argv.push_back(nullptr);
-  int errpipe[2];
-  if (pipe2(errpipe, O_CLOEXEC) != 0) {
-    fprintf(stderr, "shmsem: run %s: cannot create a pipe: %s\n",
-            printable(o.name).c_str(),
-            strerror(errno));  // NOLINT(concurrency-mt-unsafe): no other thread calls it
-    release();
-    return kExitRunFailed;
-  }
-  // Flush before fork, so the child cannot write our buffered output again.
-  // (A failed write leaves the stream's error flag set; nothing to add here.)
-  (void)fflush(nullptr);
-  pid_t child;
-  int early = 0;
-  {
-    std::lock_guard<std::mutex> lock(st->mu);
-    early = st->pending;  // arrived between the grant and now
-    if (!early) {
-      pid_t parent = getpid();
-      child = fork();
-      if (child == 0) {
-        close(errpipe[0]);
-        exec_child(in, parent, errpipe[1], argv.data());
-      }
-      st->child = child;
-      // Not reaped yet, so `child` still names our child.
-      if (child > 0) st->pidfd = int(syscall(SYS_pidfd_open, child, 0));
-    }
-  }
-  if (early) {
-    close(errpipe[0]);
-    close(errpipe[1]);
-    release();
-    shmsem_detach(h.s);
-    h.s = nullptr;
-    die_of_signal(early);
-  }
-  close(errpipe[1]);
-  if (child < 0) {
-    fprintf(stderr, "shmsem: run %s: cannot start '%s': %s\n",
-            printable(o.name).c_str(), printable(argv[0]).c_str(),
-            strerror(errno));  // NOLINT(concurrency-mt-unsafe): no other thread calls it
-    close(errpipe[0]);
-    release();
-    return kExitRunFailed;
-  }
-  int exec_err = 0;
-  ssize_t n;
-  do {
-    n = read(errpipe[0], &exec_err, sizeof exec_err);
-  } while (n < 0 && errno == EINTR);
-  close(errpipe[0]);
-  if (n == ssize_t(sizeof exec_err))
-    fprintf(stderr, "shmsem: run %s: cannot run '%s': %s\n",
-            printable(o.name).c_str(), printable(argv[0]).c_str(),
-            exec_problem(exec_err).c_str());
-
-  int status = wait_child(st, child);
-  release();
-  if (WIFSIGNALED(status)) {
-    shmsem_detach(h.s);
-    h.s = nullptr;
-    die_of_signal(WTERMSIG(status));
-  }
-  return WEXITSTATUS(status);
+  return spawn_holding(o, &h, st, in, &lease);
 }
 
 }  // namespace
@@ -456,18 +506,21 @@ Subcommand add_run(CLI::App &parent) {
       "run",
       "Run a command while holding a permit (or --weight K of them), then "
       "release it");
-  CLI::Option *timeout = sub->add_option("-t,--timeout", o->timeout,
-                  "Give up after this long without a permit (exit 124); "
-                  "e.g. 500ms, 5s, 2m; 0 means try once")
-      ->option_text("DURATION");
-  CLI::Option *weight = sub->add_option("-w,--weight", o->weight,
-                  "Hold K permits as one lease (default 1), granted all at "
-                  "once in FIFO order")
-      ->option_text("K");
-  CLI::Option *expect = sub->add_option("--expect", o->expect,
-                  "Declare how long COMMAND will hold the permit (at most "
-                  "about 12 days); 'status' marks it OVERDUE after that")
-      ->option_text("DURATION");
+  CLI::Option *timeout =
+      sub->add_option("-t,--timeout", o->timeout,
+                      "Give up after this long without a permit (exit 124); "
+                      "e.g. 500ms, 5s, 2m; 0 means try once")
+          ->option_text("DURATION");
+  CLI::Option *weight =
+      sub->add_option("-w,--weight", o->weight,
+                      "Hold K permits as one lease (default 1), granted all at "
+                      "once in FIFO order")
+          ->option_text("K");
+  CLI::Option *expect =
+      sub->add_option("--expect", o->expect,
+                      "Declare how long COMMAND will hold the permit (at most "
+                      "about 12 days); 'status' marks it OVERDUE after that")
+          ->option_text("DURATION");
   add_name_option(sub, &o->name);
   sub->add_option("COMMAND", o->command, "The command and its arguments")
       ->required()

@@ -39,8 +39,7 @@ Subcommand add_shutdown(CLI::App &parent) {
       "Holders keep their permits and may still release them. A closed "
       "semaphore stays closed;\nremove it with 'shmsem rm' and create it "
       "again to reopen. Needs read and write permission.");
-  return {sub, [name] { return run_shutdown(*name); },
-          "shmsem shutdown NAME"};
+  return {sub, [name] { return run_shutdown(*name); }, "shmsem shutdown NAME"};
 }
 
 }  // namespace shmsem::cli

@@ -1,4 +1,4 @@
-// shmsem status NAME [--json]: a Snapshot (snapshot.h) rendered as text or
+// shmsem status NAME [--json]: a Snapshot (pool_view.h) rendered as text or
 // as one JSON document. Needs only read permission on /dev/shm/NAME.
 // shmsem status --prometheus [NAME...]: the metrics of metrics.h (any number
 // of semaphores, or all of them) in the Prometheus text format.
@@ -16,7 +16,7 @@
 #include "common.h"
 #include "exit_codes.h"
 #include "metrics.h"
-#include "snapshot.h"
+#include "pool_view.h"
 
 namespace shmsem::cli {
 namespace {
@@ -60,7 +60,7 @@ std::string or_dash(const std::string &s) { return s.empty() ? "-" : s; }
 // How long after the snapshot the rate limit's next token is there; 0 if
 // one is there now.
 uint64_t next_token_in(const Snapshot &s) {
-  return token_due_in(s.st, s.stat_mono_ns);
+  return token_due_in(s.st, s.now_ns);
 }
 
 // "1 permit", "3 permits"
@@ -74,8 +74,8 @@ std::string capacity_text(const Snapshot &s) {
   std::string out =
       std::to_string(st.permits) + (st.permits == 1 ? " permit" : " permits");
   if (st.retiring)
-    out += " (shrinking: " + std::to_string(st.retiring) +
-           " still held above it)";
+    out +=
+        " (shrinking: " + std::to_string(st.retiring) + " still held above it)";
   else if (s.created_permits == 0 && st.permits == st.max_permits)
     out += " (rate only: no other concurrency limit)";
   if (st.max_permits != st.permits)
@@ -95,8 +95,8 @@ std::string rate_text(const Snapshot &s) {
 
 // "1 lease (2 permits) held longer than declared"
 std::string overdue_text(const Snapshot &s) {
-  std::string out = std::to_string(s.overdue) +
-                    (s.overdue == 1 ? " lease" : " leases");
+  std::string out =
+      std::to_string(s.overdue) + (s.overdue == 1 ? " lease" : " leases");
   out += " (" + std::to_string(s.overdue_permits) +
          (s.overdue_permits == 1 ? " permit)" : " permits)");
   return out + " held longer than declared";
@@ -116,6 +116,32 @@ Json process_json(const ProcessInfo &p) {
   j["alive"] = p.alive;
   j["liveness"] = p.liveness;
   return j;
+}
+
+Json holder_json(const Holder &h) {
+  Json e;
+  e["lease"] = std::to_string(h.index) + ":" + std::to_string(h.gen);
+  e["index"] = h.index;
+  e["gen"] = h.gen;
+  e["state"] = h.reserved ? "reserved" : "held";
+  e["weight"] = h.weight;
+  e.update(process_json(h.owner));
+  e["held_ns"] = h.held_ns;
+  e["declared_ns"] = h.declared_ns ? Json(h.declared_ns) : Json(nullptr);
+  e["overdue"] = h.overdue;
+  return e;
+}
+
+Json waiter_json(const Waiter &w) {
+  Json e;
+  e["position"] = w.position;
+  e["ticket"] = w.ticket;
+  e["slot"] = w.slot;
+  e["weight"] = w.weight;
+  e["reserved"] = w.reserved;
+  e.update(process_json(w.owner));
+  e["waiting_ns"] = w.waiting_ns;
+  return e;
 }
 
 Json to_json(const Snapshot &s) {
@@ -151,31 +177,9 @@ Json to_json(const Snapshot &s) {
                {"group", s.group.empty() ? Json(nullptr) : Json(s.group)}};
   j["created"] = format_time(s.created_unix_ns, true);
   j["holders"] = Json::array();
-  for (const Holder &h : s.holders) {
-    Json e;
-    e["lease"] = std::to_string(h.index) + ":" + std::to_string(h.gen);
-    e["index"] = h.index;
-    e["gen"] = h.gen;
-    e["state"] = h.reserved ? "reserved" : "held";
-    e["weight"] = h.weight;
-    e.update(process_json(h.owner));
-    e["held_ns"] = h.held_ns;
-    e["declared_ns"] = h.declared_ns ? Json(h.declared_ns) : Json(nullptr);
-    e["overdue"] = h.overdue;
-    j["holders"].push_back(e);
-  }
+  for (const Holder &h : s.holders) j["holders"].push_back(holder_json(h));
   j["waiters"] = Json::array();
-  for (const Waiter &w : s.waiters) {
-    Json e;
-    e["position"] = w.position;
-    e["ticket"] = w.ticket;
-    e["slot"] = w.slot;
-    e["weight"] = w.weight;
-    e["reserved"] = w.reserved;
-    e.update(process_json(w.owner));
-    e["waiting_ns"] = w.waiting_ns;
-    j["waiters"].push_back(e);
-  }
+  for (const Waiter &w : s.waiters) j["waiters"].push_back(waiter_json(w));
   j["queue_rebuilt"] = s.queue_rebuilt;
   j["counters"] = {{"acquisitions", st.acquisitions},
                    {"timeouts", st.timeouts},
@@ -185,30 +189,29 @@ Json to_json(const Snapshot &s) {
                    {"reclaimed_holders", st.reclaimed_holders},
                    {"reclaimed_waiters", st.reclaimed_waiters},
                    {"repairs", st.repairs}};
-  j["wait_ns"] = {{"p50", s.wait_p50_ns},
-                  {"p90", s.wait_p90_ns},
-                  {"p99", s.wait_p99_ns}};
+  j["wait_ns"] = {
+      {"p50", s.wait.p50}, {"p90", s.wait.p90}, {"p99", s.wait.p99}};
   // Bucket bounds (1ms ... 1h); null: above the last one, an hour.
   auto bound = [](uint64_t ns) {
     return ns == UINT64_MAX ? Json(nullptr) : Json(ns);
   };
-  j["hold_ns"] = {{"p50", bound(s.hold_p50_ns)},
-                  {"p90", bound(s.hold_p90_ns)},
-                  {"p99", bound(s.hold_p99_ns)}};
+  j["hold_ns"] = {{"p50", bound(s.hold.p50)},
+                  {"p90", bound(s.hold.p90)},
+                  {"p99", bound(s.hold.p99)}};
   j["overdue"] = s.overdue;
   j["overdue_permits"] = s.overdue_permits;
   j["damaged"] = s.damaged;
   return j;
 }
 
-void render_text(const Snapshot &s, FILE *f) {
+// The state, one "key value" line each: capacity, counts, file.
+void render_summary(const Snapshot &s, FILE *f) {
   const struct shmsem_stat &st = s.st;
   std::string owner = or_dash(s.user.empty() ? std::to_string(s.uid) : s.user) +
                       ":" + (s.group.empty() ? std::to_string(s.gid) : s.group);
   std::vector<std::vector<std::string>> kv = {
       {"semaphore", s.name},
-      {"state", st.closed ? "closed (shut down: new acquires fail)"
-                          : "open"},
+      {"state", st.closed ? "closed (shut down: new acquires fail)" : "open"},
       {"capacity", capacity_text(s)},
       {"available", std::to_string(st.available)},
       {"held", std::to_string(st.held)},
@@ -226,12 +229,15 @@ void render_text(const Snapshot &s, FILE *f) {
     kv.insert(held + 1, {"overdue", overdue_text(s)});
   }
   if (s.damaged)
-    kv.insert(kv.begin() + 1,
-              {"warning", "DAMAGED: its counters contradict its size "
-                          "(see the message below)"});
+    kv.insert(kv.begin() + 1, {"warning",
+                               "DAMAGED: its counters contradict its size "
+                               "(see the message below)"});
   for (const auto &row : kv)
     fprintf(f, "%-10s %s\n", row[0].c_str(), printable(row[1]).c_str());
+}
 
+// The holders' table, and what frees the leases of processes that died.
+void render_holders(const Snapshot &s, FILE *f) {
   uint64_t permits = 0;
   for (const Holder &h : s.holders) permits += h.weight;
   fprintf(f, "\nHolders: %zu", s.holders.size());
@@ -244,56 +250,62 @@ void render_text(const Snapshot &s, FILE *f) {
       rows.push_back({std::to_string(h.index) + ":" + std::to_string(h.gen),
                       h.reserved ? "reserved" : "held",
                       std::to_string(h.weight), std::to_string(h.owner.pid),
-                      or_dash(h.owner.comm),
-                      h.owner.liveness,
+                      or_dash(h.owner.comm), h.owner.liveness,
                       format_duration(h.held_ns), declared_text(h),
                       or_dash(h.owner.cmdline)});
-    print_table(f, {"LEASE", "STATE", "WEIGHT", "PID", "COMMAND", "ALIVE", "HELD FOR", "DECLARED", "ARGS"},
+    print_table(f,
+                {"LEASE", "STATE", "WEIGHT", "PID", "COMMAND", "ALIVE",
+                 "HELD FOR", "DECLARED", "ARGS"},
                 rows);
   }
   // Leases of processes proven dead stay out until something reclaims
   // them: say what does, now.
-  uint64_t dead_leases = 0, dead_permits = 0;
-  for (const Holder &h : s.holders)
-    if (!h.owner.alive) {  // proven dead ("unknown" counts as alive)
-      dead_leases++;
-      dead_permits += h.weight;
-    }
-  if (dead_leases)
-    fprintf(f, "  %llu %s (%s) %s by %s that died: run 'shmsem recover %s' "
-               "to free %s now\n",
-            (unsigned long long)dead_leases,
-            dead_leases == 1 ? "lease" : "leases",
-            permits_text(dead_permits).c_str(),
-            dead_leases == 1 ? "is held" : "are held",
-            dead_leases == 1 ? "a process" : "processes",
-            printable(s.name).c_str(), dead_leases == 1 ? "it" : "them");
+  const DeadHolders dead = dead_holders(s);
+  if (dead.leases)
+    fprintf(f,
+            "  %llu %s (%s) %s by %s that died: run 'shmsem recover %s' "
+            "to free %s now\n",
+            (unsigned long long)dead.leases,
+            dead.leases == 1 ? "lease" : "leases",
+            permits_text(dead.permits).c_str(),
+            dead.leases == 1 ? "is held" : "are held",
+            dead.leases == 1 ? "a process" : "processes",
+            printable(s.name).c_str(), dead.leases == 1 ? "it" : "them");
+}
 
+// The queue's table, and when a rate-limited head gets its token.
+void render_waiters(const Snapshot &s, FILE *f) {
   fprintf(f, "\nWaiters (queue order): %zu%s\n", s.waiters.size(),
           s.queue_rebuilt ? " (queue changed while reading; ordered by ticket)"
                           : "");
-  if (!s.waiters.empty()) {
-    std::vector<std::vector<std::string>> rows;
-    for (const Waiter &w : s.waiters)
-      rows.push_back({std::to_string(w.position), std::to_string(w.ticket),
-                      std::to_string(w.weight), std::to_string(w.reserved),
-                      std::to_string(w.owner.pid), or_dash(w.owner.comm),
-                      w.owner.liveness,
-                      format_duration(w.waiting_ns), or_dash(w.owner.cmdline)});
-    print_table(f, {"POS", "TICKET", "WEIGHT", "RESERVED", "PID", "COMMAND", "ALIVE", "WAITING FOR", "ARGS"},
-                rows);
-    // A rate-limited head that has its permits waits for a token: its
-    // RESERVED alone would read as stuck.
-    const Waiter &head = s.waiters.front();
-    if (waits_for_token(st, head.position, head.weight, head.reserved)) {
-      uint64_t due = next_token_in(s);
-      std::string when = due ? "in " + format_duration(due) : "now";
-      fprintf(f, "  The head of the queue has its %s reserved and is waiting "
-                 "for a token, due %s\n",
-              permits_text(head.weight).c_str(), when.c_str());
-    }
+  if (s.waiters.empty()) return;
+  std::vector<std::vector<std::string>> rows;
+  for (const Waiter &w : s.waiters)
+    rows.push_back({std::to_string(w.position), std::to_string(w.ticket),
+                    std::to_string(w.weight), std::to_string(w.reserved),
+                    std::to_string(w.owner.pid), or_dash(w.owner.comm),
+                    w.owner.liveness, format_duration(w.waiting_ns),
+                    or_dash(w.owner.cmdline)});
+  print_table(f,
+              {"POS", "TICKET", "WEIGHT", "RESERVED", "PID", "COMMAND", "ALIVE",
+               "WAITING FOR", "ARGS"},
+              rows);
+  // A rate-limited head that has its permits waits for a token: its
+  // RESERVED alone would read as stuck.
+  const Waiter &head = s.waiters.front();
+  if (waits_for_token(s.st, head.position, head.weight, head.reserved)) {
+    uint64_t due = next_token_in(s);
+    std::string when = due ? "in " + format_duration(due) : "now";
+    fprintf(f,
+            "  The head of the queue has its %s reserved and is waiting "
+            "for a token, due %s\n",
+            permits_text(head.weight).c_str(), when.c_str());
   }
+}
 
+// The counters and the wait and hold quantiles.
+void render_counters(const Snapshot &s, FILE *f) {
+  const struct shmsem_stat &st = s.st;
   fprintf(f, "\nCounters:\n");
   std::vector<std::vector<std::string>> counters = {
       {"acquisitions", std::to_string(st.acquisitions)},
@@ -307,28 +319,35 @@ void render_text(const Snapshot &s, FILE *f) {
   };
   for (const auto &row : counters)
     fprintf(f, "  %-18s %s\n", row[0].c_str(), row[1].c_str());
-  if (st.acquisitions == 0 && s.wait_p99_ns == 0) {
+  if (st.acquisitions == 0 && s.wait.p99 == 0) {
     fprintf(f, "  %-18s %s\n", "wait time", "no waits recorded");
   } else {
     fprintf(f, "  %-18s p50 <= %s, p90 <= %s, p99 <= %s\n", "wait time",
-            format_duration(s.wait_p50_ns).c_str(),
-            format_duration(s.wait_p90_ns).c_str(),
-            format_duration(s.wait_p99_ns).c_str());
+            format_duration(s.wait.p50).c_str(),
+            format_duration(s.wait.p90).c_str(),
+            format_duration(s.wait.p99).c_str());
   }
   // Released leases only (one still held is not counted), in the fixed
   // buckets of shmsem_hold_bound_ns: "<= 5ms", or "> 1h00m" past the last.
   auto bound = [](uint64_t ns) {
-    return ns == UINT64_MAX
-               ? "> " + format_duration(shmsem_hold_bound_ns(SHMSEM_HOLD_BUCKETS - 2))
-               : "<= " + format_duration(ns);
+    return ns == UINT64_MAX ? "> " + format_duration(shmsem_hold_bound_ns(
+                                         SHMSEM_HOLD_BUCKETS - 2))
+                            : "<= " + format_duration(ns);
   };
-  if (s.hold_p99_ns == 0) {
+  if (s.hold.p99 == 0) {
     fprintf(f, "  %-18s %s\n", "hold time", "no releases recorded");
   } else {
     fprintf(f, "  %-18s p50 %s, p90 %s, p99 %s\n", "hold time",
-            bound(s.hold_p50_ns).c_str(), bound(s.hold_p90_ns).c_str(),
-            bound(s.hold_p99_ns).c_str());
+            bound(s.hold.p50).c_str(), bound(s.hold.p90).c_str(),
+            bound(s.hold.p99).c_str());
   }
+}
+
+void render_text(const Snapshot &s, FILE *f) {
+  render_summary(s, f);
+  render_holders(s, f);
+  render_waiters(s, f);
+  render_counters(s, f);
 }
 
 // The damaged segment's message, after what was read: what it means and
@@ -352,14 +371,14 @@ void warn_damaged(const std::string &name) {
 // cannot be read is shmsem_up 0 and a line on stderr, and the status stays
 // 0, so a textfile collector's file is still written (docs/prometheus.md).
 int run_prometheus(const StatusOptions &o) {
-  std::vector<PoolReading> readings;
-  int e = read_pools(o.names, &readings);
+  std::vector<Snapshot> readings;
+  int e = read_pools(o.names, false, &readings);
   if (e) {
     fprintf(stderr, "shmsem: status: cannot read /dev/shm: %s\n",
             shmsem_strerror(e));
     return kExitFailure;
   }
-  for (const PoolReading &r : readings)
+  for (const Snapshot &r : readings)
     if (r.error) report_error("status", r.name, r.error);
   std::string text = serialize_text(build_metrics(readings));
   (void)fwrite(text.data(), 1, text.size(), stdout);  // ferror() below
@@ -370,8 +389,7 @@ int run_prometheus(const StatusOptions &o) {
 // after the parse, in the words CLI11 uses for the other subcommands'
 // single NAME. "" if the names are fine.
 std::string names_problem(const StatusOptions &o) {
-  if (o.names.empty())
-    return o.prometheus ? "" : "NAME is required";
+  if (o.names.empty()) return o.prometheus ? "" : "NAME is required";
   std::string problem = name_problem(o.names.front());
   if (!problem.empty() || o.prometheus) {
     for (size_t i = 1; i < o.names.size() && problem.empty(); i++)
@@ -380,7 +398,8 @@ std::string names_problem(const StatusOptions &o) {
   }
   if (o.names.size() == 1) return "";
   std::string extra;
-  for (size_t i = 1; i < o.names.size(); i++) extra += " " + printable(o.names[i]);
+  for (size_t i = 1; i < o.names.size(); i++)
+    extra += " " + printable(o.names[i]);
   return (o.names.size() == 2 ? "The following argument was not expected:"
                               : "The following arguments were not expected:") +
          extra + " (several NAMEs only with --prometheus)";
@@ -389,23 +408,27 @@ std::string names_problem(const StatusOptions &o) {
 int run_status(StatusOptions o) {
   std::string problem = names_problem(o);
   if (!problem.empty()) {
-    fprintf(stderr, "shmsem: status: %s\nRun 'shmsem status --help' for more "
-            "information.\n", problem.c_str());
+    fprintf(stderr,
+            "shmsem: status: %s\nRun 'shmsem status --help' for more "
+            "information.\n",
+            problem.c_str());
     return kExitUsage;
   }
   if (o.prometheus) return run_prometheus(o);
   o.name = o.names.front();
   Snapshot snap;
-  int e = take_snapshot(o.name, &snap);
+  int e = read_pool(o.name, &snap);
   if (e && !snap.damaged) {
     report_error("status", o.name, e);
     return exit_code_for(e);
   }
+  name_owners(&snap);
   // Command lines and names are bytes, not always UTF-8: dump() would throw
   // on them; invalid bytes print as U+FFFD instead.
   if (o.json)
-    printf("%s\n",
-           to_json(snap).dump(2, ' ', false, Json::error_handler_t::replace).c_str());
+    printf("%s\n", to_json(snap)
+                       .dump(2, ' ', false, Json::error_handler_t::replace)
+                       .c_str());
   else
     render_text(snap, stdout);
   // Any failed write, earlier or now, fails the command.
@@ -428,8 +451,8 @@ Subcommand add_status(CLI::App &parent) {
                   "Semaphore name: '/' and 1-255 characters, e.g. /pool "
                   "(--prometheus: any number; none: every semaphore)")
       ->option_text(" ");  // checked by names_problem()
-  auto *json =
-      sub->add_flag("-j,--json", o->json, "Print one JSON document instead of text");
+  auto *json = sub->add_flag("-j,--json", o->json,
+                             "Print one JSON document instead of text");
   sub->add_flag("--prometheus", o->prometheus,
                 "Print Prometheus metrics (text format) instead, for "
                 "node_exporter's textfile collector")
@@ -454,7 +477,8 @@ Subcommand add_status(CLI::App &parent) {
       "that cannot be read\nshows as shmsem_up 0 and does not fail the "
       "command.");
   return {sub, [o] { return run_status(*o); },
-          "shmsem status NAME [--json]\n       shmsem status --prometheus [NAME ...]"};
+          "shmsem status NAME [--json]\n       shmsem status --prometheus "
+          "[NAME ...]"};
 }
 
 }  // namespace shmsem::cli

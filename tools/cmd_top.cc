@@ -42,7 +42,7 @@ namespace {
 
 // -d: at least this, so a typo cannot make a redraw loop that only burns
 // CPU; at most an hour, beyond which "live" means nothing.
-constexpr uint64_t kMinDelayNs = 10'000'000ull;        // 10ms
+constexpr uint64_t kMinDelayNs = 10'000'000ull;         // 10ms
 constexpr uint64_t kMaxDelayNs = 3'600'000'000'000ull;  // 1h
 constexpr uint64_t kDefaultDelayNs = 2'000'000'000ull;
 // -n: at most this many refreshes.
@@ -77,23 +77,23 @@ std::string wall_clock() {
 }
 
 // Sample every semaphore asked for (or in /dev/shm), with rates against
-// the previous samples.
+// the previous samples. One that cannot be read shows only its header
+// line, with the error.
 std::vector<PoolSample> sample_pools(const TopOptions &o,
                                      const std::vector<PoolSample> &prev) {
-  std::vector<PoolSample> cur;
-  if (o.names.empty()) {
-    cur = sample_all_pools();
-  } else {
-    for (const std::string &name : o.names) {
-      PoolSample p;
-      (void)sample_pool(name, &p);  // an error shows in its header line
-      cur.push_back(std::move(p));
-    }
-  }
+  std::vector<Snapshot> snaps;
+  (void)read_pools(o.names, true, &snaps);  // /dev/shm unreadable: none
   std::map<std::string, const PoolSample *> by_name;
-  for (const PoolSample &p : prev) by_name[p.name] = &p;
-  for (PoolSample &p : cur) {
-    auto it = by_name.find(p.name);
+  for (const PoolSample &p : prev) by_name[p.snap.name] = &p;
+  std::vector<PoolSample> cur(snaps.size());
+  for (size_t i = 0; i < snaps.size(); i++) {
+    PoolSample &p = cur[i];
+    p.snap = std::move(snaps[i]);
+    if (p.snap.error) {  // a damaged one's lists too: only the error shows
+      p.snap.holders.clear();
+      p.snap.waiters.clear();
+    }
+    auto it = by_name.find(p.snap.name);
     compute_rates(it == by_name.end() ? nullptr : it->second, &p);
   }
   return cur;
@@ -218,7 +218,7 @@ void suspend(Terminal *term, const sigset_t &handled) {
   (void)raise(SIGTSTP);  // pending while blocked
   // raise() returns: SIGTSTP is blocked until the next line.
   // cppcheck-suppress unreachableCode
-  (void)pthread_sigmask(SIG_UNBLOCK, &tstp, nullptr);  // stops here
+  (void)pthread_sigmask(SIG_UNBLOCK, &tstp, nullptr);   // stops here
   (void)pthread_sigmask(SIG_BLOCK, &handled, nullptr);  // continued
   set_handlers(on_signal);
   term->enter();
@@ -226,126 +226,152 @@ void suspend(Terminal *term, const sigset_t &handled) {
 
 uint64_t mono_ns() { return now_ns(CLOCK_MONOTONIC); }
 
+// One run of the view: its options, what it shows, and the terminal and
+// signal mask it changed.
+struct TopSession {
+  const TopOptions &o;
+  bool interactive = false;  // repaints a terminal (else plain snapshots)
+  TopLayout layout;
+  Terminal term;
+  sigset_t handled = {}, old_mask = {};
+  std::vector<PoolSample> cur;
+  uint64_t screens = 0;  // drawn so far, counted with -n only
+  int rc = kExitOk;
+  bool quit = false;
+
+  explicit TopSession(const TopOptions &opts) : o(opts) {}
+};
+
+// Interactive: the handled signals blocked (taken only inside ppoll) and
+// the terminal set up. Otherwise only the mask is noted.
+void enter_view(TopSession *t) {
+  sigemptyset(&t->handled);
+  for (int sig : kQuitSignals) sigaddset(&t->handled, sig);
+  sigaddset(&t->handled, SIGWINCH);
+  sigaddset(&t->handled, SIGTSTP);
+  sigaddset(&t->handled, SIGCONT);
+  if (!t->interactive) {
+    (void)pthread_sigmask(SIG_BLOCK, nullptr, &t->old_mask);
+    return;
+  }
+  (void)pthread_sigmask(SIG_BLOCK, &t->handled, &t->old_mask);
+  set_handlers(on_signal);
+  t->term.enter();
+  t->layout.interactive = t->term.keys();  // the title says "q quits"
+}
+
+// Paint the terminal (at its size now) with the current samples.
+bool repaint(TopSession *t) {
+  size_t cols, rows;
+  t->term.size(&cols, &rows);
+  t->layout.width = cols;
+  t->layout.height = rows;
+  return t->term.draw(render_top(t->cur, t->layout), cols, rows);
+}
+
+// Show the current samples: a repaint, or a plain snapshot after a blank
+// line. False if the output failed.
+bool show(TopSession *t) {
+  t->layout.clock = wall_clock();
+  if (t->interactive) return repaint(t);
+  std::string out = t->screens ? "\n" : "";
+  for (const std::string &l : render_top(t->cur, t->layout)) out += l + "\n";
+  return write_all(out);
+}
+
+// Keys typed: q quits, space asks for a refresh now (true).
+bool read_keys(TopSession *t, const struct pollfd &pfd, int n) {
+  bool refresh = false;
+  if (n > 0 && (pfd.revents & (POLLHUP | POLLERR | POLLNVAL))) {
+    t->term.no_keys();  // the terminal went away; SIGHUP follows
+  } else if (n > 0 && (pfd.revents & POLLIN)) {
+    char keys[64];
+    ssize_t got = read(STDIN_FILENO, keys, sizeof keys);
+    for (ssize_t i = 0; i < got; i++) {
+      if (keys[i] == 'q' || keys[i] == 'Q') t->quit = true;
+      if (keys[i] == ' ') refresh = true;
+    }
+    if (got == 0) t->term.no_keys();
+  }
+  return refresh;
+}
+
+// Wait out the delay from `started`: keys, a resize (redraw the same
+// samples) and signals end the wait early.
+void wait_delay(TopSession *t, uint64_t started) {
+  const uint64_t deadline = started + t->o.delay_ns;
+  bool refresh = false;
+  while (!t->quit && !refresh) {
+    uint64_t now = mono_ns();
+    if (now >= deadline) break;
+    struct timespec left = {time_t((deadline - now) / 1'000'000'000ull),
+                            long((deadline - now) % 1'000'000'000ull)};
+    struct pollfd pfd = {STDIN_FILENO, POLLIN, 0};
+    int n = ppoll(&pfd, t->term.keys() ? 1 : 0, &left, &t->old_mask);
+    if (g_quit_signal) {
+      t->quit = true;
+    } else if (g_stop) {
+      g_stop = 0;
+      suspend(&t->term, t->handled);
+      g_resized = 1;
+    }
+    if (g_resized && !t->quit) {
+      g_resized = 0;
+      if (!repaint(t)) {
+        t->rc = kExitFailure;
+        t->quit = true;
+      }
+    }
+    refresh = read_keys(t, pfd, n);
+  }
+}
+
+// The terminal put back; if a signal ended the view, die of it now, so a
+// calling shell sees the signal (as after any program it interrupts).
+void leave_view(TopSession *t) {
+  t->term.leave();
+  if (!t->interactive) return;
+  int sig = g_quit_signal;
+  if (sig) {
+    struct sigaction dfl = {};
+    dfl.sa_handler = SIG_DFL;
+    sigemptyset(&dfl.sa_mask);
+    (void)sigaction(sig, &dfl, nullptr);
+    (void)fflush(nullptr);
+    (void)raise(sig);
+  }
+  (void)pthread_sigmask(SIG_SETMASK, &t->old_mask, nullptr);  // delivers it
+}
+
 int run_top(const TopOptions &o) {
+  TopSession t(o);
   // The semaphores named must exist when we start; one that disappears
   // later shows its error in its header line. Without names, every
   // semaphore found is shown, a damaged one with its error (another
   // user's damage is no reason to show nothing).
-  std::vector<PoolSample> prev;
-  std::vector<PoolSample> cur = sample_pools(o, prev);
-  for (const PoolSample &p : cur)
-    if (p.error && !o.names.empty()) {
-      report_error("top", p.name, p.error);
-      return exit_code_for(p.error);
+  t.cur = sample_pools(o, {});
+  for (const PoolSample &p : t.cur)
+    if (p.snap.error && !o.names.empty()) {
+      report_error("top", p.snap.name, p.snap.error);
+      return exit_code_for(p.snap.error);
     }
-
-  const bool interactive = !o.batch && isatty(STDOUT_FILENO);
-  TopLayout layout;
-  layout.delay = format_duration(o.delay_ns);
-  layout.all = o.names.empty();
-
-  sigset_t handled, old_mask;
-  sigemptyset(&handled);
-  for (int sig : kQuitSignals) sigaddset(&handled, sig);
-  sigaddset(&handled, SIGWINCH);
-  sigaddset(&handled, SIGTSTP);
-  sigaddset(&handled, SIGCONT);
-  Terminal term;
-  if (interactive) {
-    (void)pthread_sigmask(SIG_BLOCK, &handled, &old_mask);
-    set_handlers(on_signal);
-    term.enter();
-    layout.interactive = term.keys();  // the title says "q quits"
-  } else {
-    (void)pthread_sigmask(SIG_BLOCK, nullptr, &old_mask);
-  }
-
-  int rc = kExitOk;
-  uint64_t done = 0;
-  bool quit = false;
-  while (!quit) {
-    layout.clock = wall_clock();
+  t.interactive = !o.batch && isatty(STDOUT_FILENO);
+  t.layout.delay = format_duration(o.delay_ns);
+  t.layout.all = o.names.empty();
+  enter_view(&t);
+  while (!t.quit) {
     uint64_t started = mono_ns();
-    bool ok;
-    if (interactive) {
-      size_t cols, rows;
-      term.size(&cols, &rows);
-      layout.width = cols;
-      layout.height = rows;
-      ok = term.draw(render_top(cur, layout), cols, rows);
-    } else {
-      std::string out = done ? "\n" : "";
-      for (const std::string &l : render_top(cur, layout)) out += l + "\n";
-      ok = write_all(out);
-    }
-    if (!ok) {
-      rc = kExitFailure;
+    if (!show(&t)) {
+      t.rc = kExitFailure;
       break;
     }
-    if (o.iterations && ++done >= o.iterations) break;
-
-    // Wait out the delay: keys, a resize (redraw the same samples) and
-    // signals end the wait early.
-    uint64_t deadline = started + o.delay_ns;
-    bool refresh = false;
-    while (!quit && !refresh) {
-      uint64_t now = mono_ns();
-      if (now >= deadline) break;
-      struct timespec left = {time_t((deadline - now) / 1'000'000'000ull),
-                              long((deadline - now) % 1'000'000'000ull)};
-      struct pollfd pfd = {STDIN_FILENO, POLLIN, 0};
-      int n = ppoll(&pfd, term.keys() ? 1 : 0, &left, &old_mask);
-      if (g_quit_signal) {
-        quit = true;
-      } else if (g_stop) {
-        g_stop = 0;
-        suspend(&term, handled);
-        g_resized = 1;
-      }
-      if (g_resized && !quit) {
-        g_resized = 0;
-        size_t cols, rows;
-        term.size(&cols, &rows);
-        layout.width = cols;
-        layout.height = rows;
-        if (!term.draw(render_top(cur, layout), cols, rows)) {
-          rc = kExitFailure;
-          quit = true;
-        }
-      }
-      if (n > 0 && (pfd.revents & (POLLHUP | POLLERR | POLLNVAL))) {
-        term.no_keys();  // the terminal went away; SIGHUP follows
-      } else if (n > 0 && (pfd.revents & POLLIN)) {
-        char keys[64];
-        ssize_t got = read(STDIN_FILENO, keys, sizeof keys);
-        for (ssize_t i = 0; i < got; i++) {
-          if (keys[i] == 'q' || keys[i] == 'Q') quit = true;
-          if (keys[i] == ' ') refresh = true;  // refresh now
-        }
-        if (got == 0) term.no_keys();
-      }
-    }
-    if (quit) break;
-    prev = std::move(cur);
-    cur = sample_pools(o, prev);
+    if (o.iterations && ++t.screens >= o.iterations) break;
+    wait_delay(&t, started);
+    if (t.quit) break;
+    t.cur = sample_pools(o, t.cur);
   }
-
-  term.leave();
-  if (interactive) {
-    int sig = g_quit_signal;
-    if (sig) {
-      // Die of it, now that the terminal is back, so a calling shell sees
-      // the signal (as after any program it interrupts).
-      struct sigaction dfl = {};
-      dfl.sa_handler = SIG_DFL;
-      sigemptyset(&dfl.sa_mask);
-      (void)sigaction(sig, &dfl, nullptr);
-      (void)fflush(nullptr);
-      (void)raise(sig);
-    }
-    (void)pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);  // delivers it
-  }
-  return rc;
+  leave_view(&t);
+  return t.rc;
 }
 
 }  // namespace
@@ -353,8 +379,7 @@ int run_top(const TopOptions &o) {
 Subcommand add_top(CLI::App &parent) {
   auto o = std::make_shared<TopOptions>();
   CLI::App *sub = parent.add_subcommand(
-      "top",
-      "Live view of holders, queues and rates, refreshed (read-only)");
+      "top", "Live view of holders, queues and rates, refreshed (read-only)");
   sub->add_option("NAME", o->names,
                   "Semaphores to show (default: every one in /dev/shm)")
       ->option_text(" ")
@@ -362,13 +387,14 @@ Subcommand add_top(CLI::App &parent) {
           // cppcheck-suppress constParameter ; CLI11's validator signature
           [](std::string &value) { return name_problem(value); }, "", ""));
   sub->add_option_function<std::string>(
-         "-d,--delay",
-         [o](const std::string &) {},
+         "-d,--delay", [o](const std::string &) {},
          "Seconds between refreshes (default 2; e.g. 0.5, 500ms; 10ms to 1h)")
       ->option_text("SECONDS")
       ->check(CLI::Validator(
           // cppcheck-suppress constParameter ; CLI11's validator signature
-          [o](std::string &value) { return delay_problem(value, &o->delay_ns); },
+          [o](std::string &value) {
+            return delay_problem(value, &o->delay_ns);
+          },
           "", ""));
   sub->add_option("-n,--iterations", o->iterations,
                   "Refresh this many times, then exit 0 (default: until q)")

@@ -15,9 +15,8 @@
 namespace shmsem::cli {
 
 std::string name_problem(const std::string &name) {
-  const std::string rule =
-      "must be '/' followed by 1-" + std::to_string(NAME_MAX) +
-      " characters without '/'";
+  const std::string rule = "must be '/' followed by 1-" +
+                           std::to_string(NAME_MAX) + " characters without '/'";
   std::string head = "invalid semaphore name '" + printable(name) + "': ";
   if (name.empty() || name[0] != '/') {
     std::string msg = head + rule;
@@ -29,7 +28,8 @@ std::string name_problem(const std::string &name) {
   size_t len = name.size() - 1;
   if (len == 0 || len > NAME_MAX || name.find('/', 1) != std::string::npos)
     return head + rule;
-  if (name == "/." || name == "/..") return head + "'.' and '..' are not allowed";
+  if (name == "/." || name == "/..")
+    return head + "'.' and '..' are not allowed";
   if (name.find('\0') != std::string::npos) return head + rule;
   return "";
 }
@@ -44,10 +44,17 @@ size_t printable_utf8_at(const std::string &s, size_t i) {
   if (c >= 0x20 && c < 0x7f) return 1;
   size_t n;
   uint32_t cp;
-  if (c >= 0xc2 && c <= 0xdf) { n = 2; cp = c & 0x1f; }
-  else if (c >= 0xe0 && c <= 0xef) { n = 3; cp = c & 0x0f; }
-  else if (c >= 0xf0 && c <= 0xf4) { n = 4; cp = c & 0x07; }
-  else return 0;  // ASCII control, DEL, continuation or invalid lead byte
+  if (c >= 0xc2 && c <= 0xdf) {
+    n = 2;
+    cp = c & 0x1f;
+  } else if (c >= 0xe0 && c <= 0xef) {
+    n = 3;
+    cp = c & 0x0f;
+  } else if (c >= 0xf0 && c <= 0xf4) {
+    n = 4;
+    cp = c & 0x07;
+  } else
+    return 0;  // ASCII control, DEL, continuation or invalid lead byte
   if (i + n > s.size()) return 0;
   for (size_t k = 1; k < n; k++) {
     if ((byte(i + k) & 0xc0) != 0x80) return 0;
@@ -146,12 +153,18 @@ std::string parse_duration(const std::string &text, uint64_t *ns) {
   if (!digits) return bad;
   std::string unit = text.substr(i);
   uint64_t scale;
-  if (unit == "ms") scale = 1'000'000ull;
-  else if (unit.empty() || unit == "s") scale = 1'000'000'000ull;
-  else if (unit == "m") scale = 60'000'000'000ull;
-  else if (unit == "h") scale = 3'600'000'000'000ull;
-  else if (unit == "d") scale = 86'400'000'000'000ull;  // as durations print
-  else return bad;
+  if (unit == "ms")
+    scale = 1'000'000ull;
+  else if (unit.empty() || unit == "s")
+    scale = 1'000'000'000ull;
+  else if (unit == "m")
+    scale = 60'000'000'000ull;
+  else if (unit == "h")
+    scale = 3'600'000'000'000ull;
+  else if (unit == "d")
+    scale = 86'400'000'000'000ull;  // as durations print
+  else
+    return bad;
   unsigned __int128 total = (unsigned __int128)whole * scale +
                             (unsigned __int128)frac_num * scale / frac_den;
   // 10^7 hours is far more than enough and still fits in 64 bits of ns.
@@ -173,13 +186,16 @@ std::string format_duration(uint64_t ns) {
   } else {
     uint64_t s = ns / 1'000'000'000ull;
     if (s < 3600)
-      (void)snprintf(buf, sizeof buf, "%llum%02llus", (unsigned long long)(s / 60),
+      (void)snprintf(buf, sizeof buf, "%llum%02llus",
+                     (unsigned long long)(s / 60),
                      (unsigned long long)(s % 60));
     else if (s < 86400)
-      (void)snprintf(buf, sizeof buf, "%lluh%02llum", (unsigned long long)(s / 3600),
+      (void)snprintf(buf, sizeof buf, "%lluh%02llum",
+                     (unsigned long long)(s / 3600),
                      (unsigned long long)(s % 3600 / 60));
     else
-      (void)snprintf(buf, sizeof buf, "%llud%02lluh", (unsigned long long)(s / 86400),
+      (void)snprintf(buf, sizeof buf, "%llud%02lluh",
+                     (unsigned long long)(s / 86400),
                      (unsigned long long)(s % 86400 / 3600));
   }
   return buf;
@@ -254,8 +270,7 @@ std::string parse_rate(const std::string &text, uint32_t *count,
     return "rate " + quoted +
            " is too fast: at most one acquisition per nanosecond";
   if (interval > kMaxRateIntervalNs)
-    return "rate " + quoted +
-           " is too slow: at least one acquisition a day";
+    return "rate " + quoted + " is too slow: at least one acquisition a day";
   *count = uint32_t(n);
   *period_ns = period;
   return "";
@@ -275,13 +290,15 @@ namespace {
 
 // What to do about an error of `verb`, in the user's terms; "" if nothing
 // useful.
-std::string hint_for(int err, const std::string &name, const std::string &verb) {
+std::string hint_for(int err, const std::string &name,
+                     const std::string &verb) {
   switch (-err) {
     case ENOENT:
       // Removing or closing what is not there is no reason to create it.
       if (verb == "rm") return "";
       if (verb == "recover" || verb == "shutdown") return "see 'shmsem list'";
-      return "create it with 'shmsem create " + name + " --permits N', or see 'shmsem list'";
+      return "create it with 'shmsem create " + name +
+             " --permits N', or see 'shmsem list'";
     case EACCES:
       return "check the owner and mode of /dev/shm" + name +
              " ('shmsem create --mode' sets them)";
@@ -289,15 +306,18 @@ std::string hint_for(int err, const std::string &name, const std::string &verb) 
       return "it was shut down; remove it with 'shmsem rm " + name +
              "' and create it again";
     case EBUSY:
-      return "too many processes are queued; create it with a larger --max-waiters";
+      return "too many processes are queued; create it with a larger "
+             "--max-waiters";
     case EBADMSG:
-      return "it is not a shmsem semaphore (or is damaged); check /dev/shm" + name;
+      return "it is not a shmsem semaphore (or is damaged); check /dev/shm" +
+             name;
     case EPROTO:
       return "it was created by another, incompatible version of shmsem";
     case EXDEV:
       return "use it from the PID namespace (container) that created it";
     case EEXIST:
-      return "use the existing one, or remove it first with 'shmsem rm " + name + "'";
+      return "use the existing one, or remove it first with 'shmsem rm " +
+             name + "'";
     case EIO:
       return "the file shrank while it was being read: someone truncated "
              "it, and every process using it may crash with SIGBUS";
@@ -318,11 +338,16 @@ void report_error(const char *verb, const std::string &name, int err) {
 
 int exit_code_for(int err) {
   switch (-err) {
-    case 0: return kExitOk;
-    case ENOENT: return kExitNoSuchSemaphore;
-    case EEXIST: return kExitExists;
-    case EINVAL: return kExitUsage;
-    default: return kExitFailure;
+    case 0:
+      return kExitOk;
+    case ENOENT:
+      return kExitNoSuchSemaphore;
+    case EEXIST:
+      return kExitExists;
+    case EINVAL:
+      return kExitUsage;
+    default:
+      return kExitFailure;
   }
 }
 

@@ -1,8 +1,9 @@
 // shmsem: inspect and use shmsem semaphores from the shell. A thin front end
 // over the public C API (<shmsem/shmsem.h>, <shmsem/inspect.h>; nothing of
-// libshmsem/src/): each subcommand lives in its own cmd_<name>.cc; `status`
-// builds a Snapshot (snapshot.h) with shmsem_inspect from a private copy of
-// the file (SHMSEM_SNAPSHOT) and renders it.
+// libshmsem/src/): each subcommand lives in its own cmd_<name>.cc; the
+// read-only views (`status`, `list`, `top`, the exporter) read through one
+// data layer (pool_view.h: shmsem_list, then a Snapshot built with
+// shmsem_inspect from a private copy of each file) and only render it.
 #include <stdio.h>
 #include <string.h>
 
@@ -24,7 +25,8 @@ namespace shmsem::cli {
 
 CLI::Option *add_name_option(CLI::App *sub, std::string *name) {
   return sub
-      ->add_option("NAME", *name, "Semaphore name: '/' and 1-255 characters, e.g. /pool")
+      ->add_option("NAME", *name,
+                   "Semaphore name: '/' and 1-255 characters, e.g. /pool")
       ->required()
       ->option_text(" ")
       ->check(CLI::Validator(
@@ -66,9 +68,10 @@ std::string failure_message(const CLI::App *app, const CLI::Error &e) {
   for (const CLI::App *sub : app->get_subcommands())
     where += " " + sub->get_name();
   std::string what = e.what();
-  if (what.rfind("NAME: ", 0) == 0) what = what.substr(6);  // our validator says it
-  return "shmsem: " + (where == "shmsem" ? "" : where.substr(7) + ": ") +
-         what + "\nRun '" + where + " --help' for more information.\n";
+  if (what.rfind("NAME: ", 0) == 0)
+    what = what.substr(6);  // our validator says it
+  return "shmsem: " + (where == "shmsem" ? "" : where.substr(7) + ": ") + what +
+         "\nRun '" + where + " --help' for more information.\n";
 }
 
 // Each line of `text` through printable(), the line breaks kept.
@@ -90,7 +93,8 @@ int main_impl(int argc, char **argv) {
       "semaphores in POSIX shared memory.",
       "shmsem"};
   auto fmt = std::make_shared<Formatter>();
-  fmt->main_usage = "shmsem [--version] [--help] SUBCOMMAND [OPTIONS] [NAME] ...";
+  fmt->main_usage =
+      "shmsem [--version] [--help] SUBCOMMAND [OPTIONS] [NAME] ...";
   fmt->column_width(26);
   app.formatter(fmt);  // before the subcommands, which inherit it
   app.failure_message(failure_message);
@@ -111,8 +115,8 @@ int main_impl(int argc, char **argv) {
       "See shmsem(1) and shmsem(7).");
 
   std::vector<Subcommand> subs = {
-      add_create(app),  add_set(app),      add_status(app), add_list(app),
-      add_run(app),     add_recover(app),  add_shutdown(app), add_rm(app),
+      add_create(app),   add_set(app),     add_status(app),   add_list(app),
+      add_run(app),      add_recover(app), add_shutdown(app), add_rm(app),
       add_exporter(app), add_top(app),
   };
   for (const Subcommand &s : subs) fmt->usages.emplace_back(s.app, s.usage);
@@ -126,7 +130,8 @@ int main_impl(int argc, char **argv) {
   }
   if (argc < 2 || (argv[1][0] != '-' && !found)) {
     if (argc < 2)
-      fprintf(stderr, "shmsem: no subcommand given (one of %s)\n", known.c_str());
+      fprintf(stderr, "shmsem: no subcommand given (one of %s)\n",
+              known.c_str());
     else
       fprintf(stderr, "shmsem: unknown subcommand '%s' (one of %s)\n",
               printable(argv[1]).c_str(), known.c_str());
@@ -174,7 +179,6 @@ int main(int argc, char **argv) {
     fprintf(stderr, "shmsem: unexpected error\n");
   }
   // `run` reports its own failures as 125 (exit_codes.h).
-  return argc >= 2 && strcmp(argv[1], "run") == 0
-             ? shmsem::cli::kExitRunFailed
-             : shmsem::cli::kExitFailure;
+  return argc >= 2 && strcmp(argv[1], "run") == 0 ? shmsem::cli::kExitRunFailed
+                                                  : shmsem::cli::kExitFailure;
 }

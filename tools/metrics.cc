@@ -4,16 +4,8 @@
 // has the table.
 #include "metrics.h"
 
-#include <dirent.h>
-#include <errno.h>
-#include <fcntl.h>
-#include <string.h>
-#include <sys/stat.h>
-#include <time.h>
-
 #include <algorithm>
 #include <limits>
-#include <set>
 #include <sstream>
 
 #include <prometheus/text_serializer.h>
@@ -22,8 +14,6 @@
 
 namespace shmsem::cli {
 namespace {
-
-constexpr const char *kShmDirectory = "/dev/shm";
 
 using prometheus::ClientMetric;
 using prometheus::MetricFamily;
@@ -40,17 +30,8 @@ uint64_t add_saturated(uint64_t a, uint64_t b) {
   return b > ~a ? ~uint64_t{0} : a + b;
 }
 
-// Errors of shmsem_open that, for a file found in /dev/shm (not named by
-// the user), mean "not a semaphore we can show": not a shmsem segment, or
-// unreadable so we cannot tell, or gone since readdir. `shmsem list` skips
-// the same files.
-bool skip_when_found(int err) {
-  return err == -EBADMSG || err == -EACCES || err == -EPERM ||
-         err == -ENOENT || err == -EINVAL;
-}
-
 // The sample of one pool: its label, nothing else yet.
-ClientMetric pool_sample(const PoolReading &r) {
+ClientMetric pool_sample(const Snapshot &r) {
   ClientMetric m;
   // Label values must be UTF-8: printable() keeps valid UTF-8 and escapes
   // anything else (and control bytes) as \xNN.
@@ -70,14 +51,14 @@ class Builder {
   }
 
   void gauge(const std::string &name, const std::string &help,
-             const PoolReading &r, double value) {
+             const Snapshot &r, double value) {
     ClientMetric m = pool_sample(r);
     m.gauge.value = value;
     family(name, MetricType::Gauge, help).metric.push_back(std::move(m));
   }
 
   void counter(const std::string &name, const std::string &help,
-               const PoolReading &r, uint64_t value) {
+               const Snapshot &r, uint64_t value) {
     ClientMetric m = pool_sample(r);
     m.counter.value = double(value);
     family(name, MetricType::Counter, help).metric.push_back(std::move(m));
@@ -86,7 +67,7 @@ class Builder {
   // A histogram from counts per `le` bound in ns (not cumulative); the
   // last bound is UINT64_MAX, printed as +Inf.
   void histogram(const std::string &name, const std::string &help,
-                 const PoolReading &r, const std::vector<uint64_t> &bounds_ns,
+                 const Snapshot &r, const std::vector<uint64_t> &bounds_ns,
                  const std::vector<uint64_t> &counts, uint64_t sum_ns) {
     ClientMetric m = pool_sample(r);
     uint64_t cumulative = 0;
@@ -114,20 +95,13 @@ class Builder {
 };
 
 // The Unix time `age_ns` before the snapshot.
-uint64_t unix_ns_before(const PoolReading &r, uint64_t age_ns) {
-  return r.realtime_at_snapshot_ns > age_ns ? r.realtime_at_snapshot_ns - age_ns
-                                            : 0;
+uint64_t unix_ns_before(const Snapshot &r, uint64_t age_ns) {
+  return r.unix_at_snapshot_ns > age_ns ? r.unix_at_snapshot_ns - age_ns : 0;
 }
 
-void add_pool(Builder &b, const PoolReading &r) {
-  b.gauge("shmsem_up",
-          "1 if the semaphore could be read at this scrape, 0 if not (gone, "
-          "no permission, damaged, another layout version)",
-          r, r.error ? 0 : 1);
-  if (r.error) return;
-  const struct shmsem_inspection &in = r.in;
-  const struct shmsem_stat &st = in.stat;
-
+// The permits, the queue and the state, as gauges.
+void add_state(Builder &b, const Snapshot &r) {
+  const struct shmsem_stat &st = r.st;
   b.gauge("shmsem_permits", "Capacity: the permits the semaphore has now", r,
           st.permits);
   b.gauge("shmsem_max_permits",
@@ -135,69 +109,81 @@ void add_pool(Builder &b, const PoolReading &r) {
           st.max_permits);
   b.gauge("shmsem_available_permits", "Permits free to be acquired", r,
           st.available);
-  b.gauge("shmsem_held_permits",
-          "Permits held (a lease of n permits counts n)", r, st.held);
+  b.gauge("shmsem_held_permits", "Permits held (a lease of n permits counts n)",
+          r, st.held);
   b.gauge("shmsem_reserved_permits",
-          "Permits granted or set aside for queued waiters not yet returned",
-          r, st.reserved);
+          "Permits granted or set aside for queued waiters not yet returned", r,
+          st.reserved);
   b.gauge("shmsem_retiring_permits",
-          "Permits held above a reduced capacity, retired as they come back",
-          r, st.retiring);
-  b.gauge("shmsem_waiters", "Acquires queued in the wait queue", r,
-          st.waiting);
+          "Permits held above a reduced capacity, retired as they come back", r,
+          st.retiring);
+  b.gauge("shmsem_waiters", "Acquires queued in the wait queue", r, st.waiting);
   b.gauge("shmsem_max_waiters", "Bound of the wait queue", r, st.max_waiters);
   b.gauge("shmsem_closed", "1 once the semaphore was shut down", r,
           st.closed ? 1 : 0);
+}
+
+// Leases to look at: overdue ones and those of dead processes.
+void add_leases(Builder &b, const Snapshot &r) {
   b.gauge("shmsem_overdue_leases",
           "Leases held longer than their holder declared "
           "(shmsem_declare_hold)",
-          r, in.overdue);
+          r, r.overdue);
   b.gauge("shmsem_overdue_permits", "Permits under overdue leases", r,
-          in.overdue_permits);
+          r.overdue_permits);
+  const DeadHolders dead = dead_holders(r);
   b.gauge("shmsem_dead_leases",
           "Leases held by processes that died, not yet reclaimed (shmsem "
           "recover NAME reclaims them now)",
-          r, r.dead_leases);
+          r, double(dead.leases));
   b.gauge("shmsem_dead_permits",
           "Permits under leases held by processes that died", r,
-          double(r.dead_permits));
-  if (st.rate)
+          double(dead.permits));
+}
+
+// The rate limit's bucket and the times: creation, the oldest waiter and
+// lease.
+void add_times(Builder &b, const Snapshot &r) {
+  if (r.st.rate)
     b.gauge("shmsem_rate_tokens",
             "Tokens in the rate limit's bucket (0 to its burst)", r,
-            st.rate_tokens);
+            r.st.rate_tokens);
   b.gauge("shmsem_created_timestamp_seconds",
           "When the semaphore was created (Unix time)", r,
-          seconds(in.created_realtime_ns));
+          seconds(r.created_unix_ns));
 
   // Unix times of the oldest waiter and lease, from their monotonic times:
   // the age at the snapshot, by the snapshot's own clock reading, taken
   // from the realtime clock at the snapshot. No sample when there is none
   // (a 0 would read as "waiting since 1970" to `time() - x` alerts).
-  if (in.oldest_wait_since_ns) {
-    uint64_t age = in.now_ns > in.oldest_wait_since_ns
-                       ? in.now_ns - in.oldest_wait_since_ns
+  if (r.oldest_wait_since_ns) {
+    uint64_t age = r.now_ns > r.oldest_wait_since_ns
+                       ? r.now_ns - r.oldest_wait_since_ns
                        : 0;
     b.gauge("shmsem_oldest_waiter_timestamp_seconds",
             "When the waiter at the head of the queue queued (Unix time); "
             "absent while nobody waits",
             r, seconds(unix_ns_before(r, age)));
   }
-  if (in.oldest_lease_since_ns) {
-    uint64_t age = in.now_coarse_ns > in.oldest_lease_since_ns
-                       ? in.now_coarse_ns - in.oldest_lease_since_ns
+  if (r.oldest_lease_since_ns) {
+    uint64_t age = r.now_coarse_ns > r.oldest_lease_since_ns
+                       ? r.now_coarse_ns - r.oldest_lease_since_ns
                        : 0;
     b.gauge("shmsem_oldest_lease_timestamp_seconds",
             "When the oldest lease still held was granted (Unix time, "
             "coarse clock: a few ms); absent while none is held",
             r, seconds(unix_ns_before(r, age)));
   }
+}
 
+// A _total counter for every outcome.
+void add_counters(Builder &b, const Snapshot &r) {
+  const struct shmsem_stat &st = r.st;
   b.counter("shmsem_acquisitions_total", "Successful acquires", r,
             st.acquisitions);
-  b.counter("shmsem_timeouts_total", "Acquires that timed out", r,
-            st.timeouts);
-  b.counter("shmsem_cancellations_total",
-            "Acquires cancelled or interrupted", r, st.cancellations);
+  b.counter("shmsem_timeouts_total", "Acquires that timed out", r, st.timeouts);
+  b.counter("shmsem_cancellations_total", "Acquires cancelled or interrupted",
+            r, st.cancellations);
   b.counter("shmsem_queue_full_total",
             "Acquires refused because the wait queue was full", r,
             st.queue_full);
@@ -213,8 +199,11 @@ void add_pool(Builder &b, const PoolReading &r) {
             "Times the state was rebuilt after a process died holding the "
             "internal lock",
             r, st.repairs);
+}
 
-  // Waits: the library's log-linear buckets folded into fixed bounds.
+// Waits: the library's log-linear buckets folded into fixed bounds.
+void add_wait_histogram(Builder &b, const Snapshot &r) {
+  const struct shmsem_stat &st = r.st;
   const std::vector<uint64_t> &wait_bounds = wait_bounds_ns();
   std::vector<uint64_t> wait_counts(wait_bounds.size(), 0);
   for (unsigned i = 0; i < SHMSEM_HIST_BUCKETS; i++) {
@@ -223,18 +212,21 @@ void add_pool(Builder &b, const PoolReading &r) {
     // UINT64_MAX for the open-ended last bucket, which lands in +Inf.
     uint64_t upper = shmsem_hist_upper_ns(i);
     uint64_t largest = upper == UINT64_MAX ? upper : upper - 1;
-    size_t at = size_t(std::lower_bound(wait_bounds.begin(), wait_bounds.end(),
-                                        largest) -
-                       wait_bounds.begin());
+    size_t at = size_t(
+        std::lower_bound(wait_bounds.begin(), wait_bounds.end(), largest) -
+        wait_bounds.begin());
     wait_counts[at] = add_saturated(wait_counts[at], st.wait_hist[i]);
   }
   b.histogram("shmsem_wait_seconds",
               "Time from queueing to the grant of successful acquires (0 for "
               "those that did not wait)",
               r, wait_bounds, wait_counts, st.wait_sum_ns);
+}
 
-  // Holds: the library's own fixed buckets, which count bound(b-1) < h <=
-  // bound(b), exactly what `le` means.
+// Holds: the library's own fixed buckets, which count bound(b-1) < h <=
+// bound(b), exactly what `le` means.
+void add_hold_histogram(Builder &b, const Snapshot &r) {
+  const struct shmsem_stat &st = r.st;
   std::vector<uint64_t> hold_bounds, hold_counts;
   for (unsigned i = 0; i < SHMSEM_HOLD_BUCKETS; i++) {
     hold_bounds.push_back(shmsem_hold_bound_ns(i));
@@ -251,84 +243,35 @@ void add_pool(Builder &b, const PoolReading &r) {
               r, hold_bounds, hold_counts, st.hold_sum_ns);
 }
 
+void add_pool(Builder &b, const Snapshot &r) {
+  b.gauge("shmsem_up",
+          "1 if the semaphore could be read at this scrape, 0 if not (gone, "
+          "no permission, damaged, another layout version)",
+          r, r.error ? 0 : 1);
+  if (r.error) return;
+  add_state(b, r);
+  add_leases(b, r);
+  add_times(b, r);
+  add_counters(b, r);
+  add_wait_histogram(b, r);
+  add_hold_histogram(b, r);
+}
+
 }  // namespace
 
 const std::vector<uint64_t> &wait_bounds_ns() {
   static const std::vector<uint64_t> bounds = {
-      1'000,          10'000,         100'000,         1'000'000,
-      5'000'000,      10'000'000,     25'000'000,      50'000'000,
-      100'000'000,    250'000'000,    500'000'000,     1'000'000'000,
-      2'500'000'000,  5'000'000'000,  10'000'000'000,  30'000'000'000,
+      1'000,          10'000,          100'000,        1'000'000,
+      5'000'000,      10'000'000,      25'000'000,     50'000'000,
+      100'000'000,    250'000'000,     500'000'000,    1'000'000'000,
+      2'500'000'000,  5'000'000'000,   10'000'000'000, 30'000'000'000,
       60'000'000'000, 300'000'000'000, UINT64_MAX};
   return bounds;
 }
 
-PoolReading read_pool(const std::string &name) {
-  PoolReading r;
-  r.name = name;
-  shmsem_t *s = nullptr;
-  r.error = shmsem_open(name.c_str(), SHMSEM_SNAPSHOT, &s);
-  if (r.error) return r;
-  // Count first, then the holders: the copy does not change between the
-  // two calls. -ENOBUFS only says that a list not asked for (the waiters)
-  // did not fit: the counts and the holders asked for are there.
-  int e = shmsem_inspect(s, &r.in, nullptr, 0, nullptr, 0);
-  std::vector<struct shmsem_holder> holders;
-  if ((e == 0 || e == -ENOBUFS) && r.in.nholders) {
-    holders.resize(std::min(r.in.nholders, r.in.stat.max_permits));
-    e = shmsem_inspect(s, &r.in, holders.data(), uint32_t(holders.size()),
-                       nullptr, 0);
-    holders.resize(std::min<size_t>(holders.size(), r.in.nholders));
-  }
-  shmsem_detach(s);
-  r.error = e == -ENOBUFS ? 0 : e;
-  for (const struct shmsem_holder &h : holders)
-    if (h.liveness == SHMSEM_OWNER_DEAD) {
-      r.dead_leases++;
-      r.dead_permits += h.weight;
-    }
-  uint64_t mono = now_ns(CLOCK_MONOTONIC);
-  uint64_t real = now_ns(CLOCK_REALTIME);
-  uint64_t since = mono > r.in.now_ns ? mono - r.in.now_ns : 0;
-  r.realtime_at_snapshot_ns = real - since;
-  return r;
-}
-
-int read_pools(const std::vector<std::string> &names,
-               std::vector<PoolReading> *out) {
-  out->clear();
-  if (!names.empty()) {
-    std::set<std::string> seen;
-    for (const std::string &n : names)
-      if (seen.insert(n).second) out->push_back(read_pool(n));
-    return 0;
-  }
-  DIR *dir = opendir(kShmDirectory);
-  if (!dir) return -errno;
-  std::vector<std::string> found;
-  // NOLINTNEXTLINE(concurrency-mt-unsafe): unsafe only on a shared DIR
-  while (struct dirent *de = readdir(dir)) {
-    if (de->d_name[0] == '.') continue;  // ., .., and leftovers of creates
-    struct stat sb;
-    if (fstatat(dirfd(dir), de->d_name, &sb, AT_SYMLINK_NOFOLLOW) != 0 ||
-        !S_ISREG(sb.st_mode))
-      continue;
-    std::string name = std::string("/") + de->d_name;
-    if (name_problem(name).empty()) found.push_back(name);
-  }
-  closedir(dir);
-  std::sort(found.begin(), found.end());
-  for (const std::string &n : found) {
-    PoolReading r = read_pool(n);
-    if (r.error && skip_when_found(r.error)) continue;
-    out->push_back(std::move(r));
-  }
-  return 0;
-}
-
-std::vector<MetricFamily> build_metrics(const std::vector<PoolReading> &readings) {
+std::vector<MetricFamily> build_metrics(const std::vector<Snapshot> &readings) {
   Builder b;
-  for (const PoolReading &r : readings) add_pool(b, r);
+  for (const Snapshot &r : readings) add_pool(b, r);
   return b.take();
 }
 

@@ -1,33 +1,24 @@
 #include "top_view.h"
 
-#include <dirent.h>
-#include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
-#include <sys/stat.h>
 
 #include <algorithm>
 
 #include "common.h"
-#include "snapshot.h"
 
 namespace shmsem::cli {
 namespace {
 
-// Buffers for the first shmsem_inspect call; a bigger semaphore costs one
-// more call, sized from the counts the first one reports (-ENOBUFS).
-constexpr uint32_t kFirstHolders = 64, kFirstWaiters = 64;
-
 // Column widths of the holder and waiter rows (fixed, so that the columns do
 // not jump between refreshes as values change width); kHolderTitle and
 // kWaiterTitle below are laid out to match.
-constexpr size_t kIdWidth = 5;        // LEASE, POS
+constexpr size_t kIdWidth = 5;  // LEASE, POS
 constexpr size_t kWeightWidth = 6;
-constexpr size_t kPidWidth = 7;       // pid_max is at most 4194304
-constexpr size_t kCommandWidth = 16;  // comm is at most 15 bytes, unescaped
-constexpr size_t kStateWidth = 15;    // "partial 1/2", "token in 12m05s"
-constexpr size_t kTimeWidth = 8;      // HELD FOR, WAITING
-constexpr size_t kDeclaredWidth = 14; // "3m20s OVERDUE"
+constexpr size_t kPidWidth = 7;        // pid_max is at most 4194304
+constexpr size_t kCommandWidth = 16;   // comm is at most 15 bytes, unescaped
+constexpr size_t kStateWidth = 15;     // "partial 1/2", "token in 12m05s"
+constexpr size_t kTimeWidth = 8;       // HELD FOR, WAITING
+constexpr size_t kDeclaredWidth = 14;  // "3m20s OVERDUE"
 
 std::string dash_if_empty(const std::string &s) { return s.empty() ? "-" : s; }
 
@@ -62,80 +53,79 @@ std::string pad_right(const std::string &s, size_t width) {
   return w >= width ? s : s + std::string(width - w, ' ');
 }
 
+// "  OVERDUE 1 lease (2 permits)", "  DEAD 2 leases (2 permits)"
+std::string leases_text(const char *what, uint64_t leases, uint64_t permits) {
+  return std::string("  ") + what + " " + std::to_string(leases) +
+         (leases == 1 ? " lease (" : " leases (") + std::to_string(permits) +
+         (permits == 1 ? " permit)" : " permits)");
+}
+
 std::string pool_header(const PoolSample &p) {
-  std::string out = printable(p.name);
-  if (p.error) return out + "  (" + shmsem_strerror(p.error) + ")";
-  const struct shmsem_inspection &in = p.in;
-  const struct shmsem_stat &st = in.stat;
+  const Snapshot &s = p.snap;
+  std::string out = printable(s.name);
+  if (s.error) return out + "  (" + shmsem_strerror(s.error) + ")";
+  const struct shmsem_stat &st = s.st;
   out += "  capacity " + std::to_string(st.permits) + "  held " +
          std::to_string(st.held) + "  waiting " + std::to_string(st.waiting);
   uint64_t oldest = 0;
-  if (in.oldest_wait_since_ns && in.now_ns > in.oldest_wait_since_ns)
-    oldest = in.now_ns - in.oldest_wait_since_ns;
-  else if (!p.waiters.empty())
-    oldest = p.waiters.front().w.waited_ns;
-  if (st.waiting || !p.waiters.empty())
+  if (s.oldest_wait_since_ns && s.now_ns > s.oldest_wait_since_ns)
+    oldest = s.now_ns - s.oldest_wait_since_ns;
+  else if (!s.waiters.empty())
+    oldest = s.waiters.front().waiting_ns;
+  if (st.waiting || !s.waiters.empty())
     out += "  oldest wait " + format_duration(oldest);
   if (st.rate) {
     out += "  tokens " + std::to_string(st.rate_tokens) + "/" +
            std::to_string(st.burst);
-    uint64_t due = token_due_in(st, in.now_ns);
+    uint64_t due = token_due_in(st, s.now_ns);
     if (due) out += " (next in " + format_duration(due) + ")";
   }
-  if (in.overdue)
-    out += "  OVERDUE " + std::to_string(in.overdue) +
-           (in.overdue == 1 ? " lease (" : " leases (") +
-           std::to_string(in.overdue_permits) +
-           (in.overdue_permits == 1 ? " permit)" : " permits)");
-  uint64_t dead = 0, dead_permits = 0;
-  for (const TopHolder &t : p.holders)
-    if (t.h.liveness == SHMSEM_OWNER_DEAD) {
-      dead++;
-      dead_permits += t.h.weight;
-    }
-  if (dead)
-    out += "  DEAD " + std::to_string(dead) +
-           (dead == 1 ? " lease (" : " leases (") +
-           std::to_string(dead_permits) +
-           (dead_permits == 1 ? " permit)" : " permits)") +
-           ": run 'shmsem recover " + printable(p.name) + "'";
+  if (s.overdue) out += leases_text("OVERDUE", s.overdue, s.overdue_permits);
+  const DeadHolders dead = dead_holders(s);
+  if (dead.leases)
+    out += leases_text("DEAD", dead.leases, dead.permits) +
+           ": run 'shmsem recover " + printable(s.name) + "'";
   out += "  acq/s " + per_second_text(p.rates_known, p.acquisitions_per_s) +
          "  timeouts/s " + per_second_text(p.rates_known, p.timeouts_per_s);
   if (st.closed) out += "  CLOSED";
-  if (in.flags & SHMSEM_INSPECT_REBUILT) out += "  (queue order rebuilt)";
+  if (s.queue_rebuilt) out += "  (queue order rebuilt)";
   return out;
 }
 
 const char *kHolderTitle =
-    "  LEASE WEIGHT     PID COMMAND          STATE           HELD FOR  DECLARED       ARGS";
+    "  LEASE WEIGHT     PID COMMAND          STATE           HELD FOR  "
+    "DECLARED       ARGS";
 const char *kWaiterTitle =
     "    POS WEIGHT     PID COMMAND          STATE            WAITING  ARGS";
 
-std::string holder_row(const TopHolder &t) {
-  const struct shmsem_holder &h = t.h;
-  const char *state = h.liveness == SHMSEM_OWNER_DEAD          ? "DEAD"
-                      : (h.flags & SHMSEM_HOLDER_RESERVED) ? "granted"
-                                                           : "held";
+// PID, command name (cut to its column) and state, padded: the middle of
+// a holder's or a waiter's row.
+std::string owner_cells(const ProcessInfo &owner, const std::string &state) {
+  return pad_left(std::to_string(owner.pid), kPidWidth) + " " +
+         pad_right(
+             fit_width(dash_if_empty(printable(owner.comm)), kCommandWidth),
+             kCommandWidth) +
+         " " + pad_right(state, kStateWidth) + " ";
+}
+
+std::string holder_row(const Holder &h) {
+  const char *state = !h.owner.alive ? "DEAD" : h.reserved ? "granted" : "held";
   std::string declared = "-";
   if (h.declared_ns) declared = format_duration(h.declared_ns);
-  if (h.flags & SHMSEM_HOLDER_OVERDUE) declared += " OVERDUE";
-  return "  " + pad_left(std::to_string(h.lease), kIdWidth) + " " +
+  if (h.overdue) declared += " OVERDUE";
+  return "  " + pad_left(std::to_string(h.index), kIdWidth) + " " +
          pad_left(std::to_string(h.weight), kWeightWidth) + " " +
-         pad_left(std::to_string(h.pid), kPidWidth) + " " +
-         pad_right(fit_width(dash_if_empty(printable(t.comm)), kCommandWidth),
-                   kCommandWidth) +
-         " " + pad_right(state, kStateWidth) + " " +
+         owner_cells(h.owner, state) +
          pad_left(format_duration(h.held_ns), kTimeWidth) + "  " +
          pad_right(declared, kDeclaredWidth) + " " +
-         dash_if_empty(printable(t.cmdline));
+         dash_if_empty(printable(h.owner.cmdline));
 }
 
 // `stat` and `now_ns`: the sample's, for a head waiting for a token.
-std::string waiter_row(const TopWaiter &t, const struct shmsem_stat &stat,
+std::string waiter_row(const Waiter &w, const struct shmsem_stat &stat,
                        uint64_t now_ns) {
-  const struct shmsem_waiter_info &w = t.w;
   std::string state = "queued";
-  if (w.liveness == SHMSEM_OWNER_DEAD) {
+  if (!w.owner.alive) {
     state = "DEAD";
   } else if (waits_for_token(stat, w.position, w.weight, w.reserved)) {
     uint64_t due = token_due_in(stat, now_ns);
@@ -146,12 +136,9 @@ std::string waiter_row(const TopWaiter &t, const struct shmsem_stat &stat,
   }
   return "  " + pad_left(std::to_string(w.position), kIdWidth) + " " +
          pad_left(std::to_string(w.weight), kWeightWidth) + " " +
-         pad_left(std::to_string(w.pid), kPidWidth) + " " +
-         pad_right(fit_width(dash_if_empty(printable(t.comm)), kCommandWidth),
-                   kCommandWidth) +
-         " " + pad_right(state, kStateWidth) + " " +
-         pad_left(format_duration(w.waited_ns), kTimeWidth) + "  " +
-         dash_if_empty(printable(t.cmdline));
+         owner_cells(w.owner, state) +
+         pad_left(format_duration(w.waiting_ns), kTimeWidth) + "  " +
+         dash_if_empty(printable(w.owner.cmdline));
 }
 
 // Lines a list of n entries takes when at most `cap` rows are shown: a
@@ -166,15 +153,15 @@ size_t list_lines(size_t n, size_t cap) {
 size_t screen_lines(const std::vector<PoolSample> &pools, size_t cap) {
   size_t total = 2;  // title, blank line
   for (const PoolSample &p : pools)
-    total += 1 + list_lines(p.holders.size(), cap) +
-             list_lines(p.waiters.size(), cap);
+    total += 1 + list_lines(p.snap.holders.size(), cap) +
+             list_lines(p.snap.waiters.size(), cap);
   return total;
 }
 
 template <typename T, typename Row>
 void add_list(std::vector<std::string> *out, const std::vector<T> &items,
-              size_t cap, const char *title, const char *one,
-              const char *many, Row render) {
+              size_t cap, const char *title, const char *one, const char *many,
+              Row render) {
   if (items.empty()) return;
   if (items.size() > cap && cap < 2) {
     out->push_back("  ... " + std::to_string(items.size()) + " " +
@@ -202,92 +189,15 @@ std::string fit_width(const std::string &line, size_t width) {
   return line;
 }
 
-int sample_pool(const std::string &name, PoolSample *out) {
-  out->name = name;
-  out->holders.clear();
-  out->waiters.clear();
-  shmsem_t *s = nullptr;
-  int e = shmsem_open(name.c_str(), SHMSEM_SNAPSHOT, &s);
-  if (e == 0) {
-    std::vector<struct shmsem_holder> hs(kFirstHolders);
-    std::vector<struct shmsem_waiter_info> ws(kFirstWaiters);
-    e = shmsem_inspect(s, &out->in, hs.data(), uint32_t(hs.size()), ws.data(),
-                       uint32_t(ws.size()));
-    if (e == -ENOBUFS) {  // a snapshot handle reads one copy: this one fits
-      hs.resize(std::max<size_t>(out->in.nholders, 1));
-      ws.resize(std::max<size_t>(out->in.nwaiters, 1));
-      e = shmsem_inspect(s, &out->in, hs.data(), uint32_t(hs.size()),
-                         ws.data(), uint32_t(ws.size()));
-    }
-    shmsem_detach(s);
-    if (e == 0) {
-      for (uint32_t i = 0; i < out->in.nholders && i < hs.size(); i++) {
-        TopHolder t;
-        t.h = hs[i];
-        // Only a live owner's PID is known to name it: a dead one's may name
-        // another process now, and so may an unknown one's (another PID
-        // namespace, or a torn read).
-        if (t.h.liveness == SHMSEM_OWNER_ALIVE) {
-          t.comm = proc_comm(t.h.pid);
-          t.cmdline = proc_cmdline(t.h.pid);
-        }
-        out->holders.push_back(std::move(t));
-      }
-      for (uint32_t i = 0; i < out->in.nwaiters && i < ws.size(); i++) {
-        TopWaiter t;
-        t.w = ws[i];
-        if (t.w.liveness == SHMSEM_OWNER_ALIVE) {
-          t.comm = proc_comm(t.w.pid);
-          t.cmdline = proc_cmdline(t.w.pid);
-        }
-        out->waiters.push_back(std::move(t));
-      }
-    }
-  }
-  out->error = e;
-  return e;
-}
-
-std::vector<PoolSample> sample_all_pools() {
-  std::vector<std::string> names;
-  DIR *dir = opendir("/dev/shm");
-  if (dir) {
-    // NOLINTNEXTLINE(concurrency-mt-unsafe): unsafe only on a shared DIR
-    while (const struct dirent *d = readdir(dir)) {
-      bool regular = d->d_type == DT_REG;
-      if (d->d_type == DT_UNKNOWN) {
-        struct stat sb;
-        regular = fstatat(dirfd(dir), d->d_name, &sb, AT_SYMLINK_NOFOLLOW) == 0 &&
-                  S_ISREG(sb.st_mode);
-      }
-      std::string name = std::string("/") + d->d_name;
-      if (regular && name_problem(name).empty()) names.push_back(name);
-    }
-    closedir(dir);
-  }
-  std::sort(names.begin(), names.end());
-  std::vector<PoolSample> out;
-  for (const std::string &name : names) {
-    // Files that are not semaphores are skipped (as `shmsem list` does); a
-    // damaged one, another layout's or an unreadable one is shown with its
-    // error, as the exporter shows it down, not hidden.
-    PoolSample p;
-    const int e = sample_pool(name, &p);
-    if (e == 0 || e == -EUCLEAN || e == -EPROTO || e == -EACCES)
-      out.push_back(std::move(p));
-  }
-  return out;
-}
-
 void compute_rates(const PoolSample *prev, PoolSample *cur) {
   cur->rates_known = false;
-  if (!prev || prev->error || cur->error) return;
-  const struct shmsem_stat &a = prev->in.stat, &b = cur->in.stat;
-  if (cur->in.now_ns <= prev->in.now_ns ||
-      cur->in.created_realtime_ns != prev->in.created_realtime_ns ||
+  if (!prev || prev->snap.error || cur->snap.error) return;
+  const Snapshot &was = prev->snap, &now = cur->snap;
+  const struct shmsem_stat &a = was.st, &b = now.st;
+  if (now.now_ns <= was.now_ns || now.created_unix_ns != was.created_unix_ns ||
       b.acquisitions < a.acquisitions || b.timeouts < a.timeouts)
     return;  // no time passed, or another semaphore under the same name
-  double secs = double(cur->in.now_ns - prev->in.now_ns) / 1e9;
+  double secs = double(now.now_ns - was.now_ns) / 1e9;
   cur->acquisitions_per_s = double(b.acquisitions - a.acquisitions) / secs;
   cur->timeouts_per_s = double(b.timeouts - a.timeouts) / secs;
   cur->rates_known = true;
@@ -310,7 +220,7 @@ std::vector<std::string> render_top(const std::vector<PoolSample> &pools,
   // room, else the largest cap that fits, the same for every list.
   size_t cap = 0;
   for (const PoolSample &p : pools)
-    cap = std::max({cap, p.holders.size(), p.waiters.size()});
+    cap = std::max({cap, p.snap.holders.size(), p.snap.waiters.size()});
   if (layout.height)
     while (cap > 0 && screen_lines(pools, cap) > layout.height) cap--;
 
@@ -318,11 +228,11 @@ std::vector<std::string> render_top(const std::vector<PoolSample> &pools,
   for (const PoolSample &p : pools) {
     pool_starts.push_back(lines.size());
     lines.push_back(pool_header(p));
-    add_list(&lines, p.holders, cap, kHolderTitle, "holder", "holders",
+    add_list(&lines, p.snap.holders, cap, kHolderTitle, "holder", "holders",
              holder_row);
-    add_list(&lines, p.waiters, cap, kWaiterTitle, "waiter", "waiters",
-             [&p](const TopWaiter &t) {
-               return waiter_row(t, p.in.stat, p.in.now_ns);
+    add_list(&lines, p.snap.waiters, cap, kWaiterTitle, "waiter", "waiters",
+             [&p](const Waiter &w) {
+               return waiter_row(w, p.snap.st, p.snap.now_ns);
              });
   }
 

@@ -1,6 +1,6 @@
-// The data and the screen of `shmsem top`: one sample of each semaphore,
-// taken through the public inspect API (<shmsem/inspect.h>) from a
-// SHMSEM_SNAPSHOT handle, and the plain-text screen rendered from samples.
+// The screen of `shmsem top`: samples of semaphores (Snapshots of the data
+// layer, pool_view.h, with rates) and the plain-text screen rendered from
+// them.
 // Rendering is a pure function of its inputs (no clock, no terminal), so the
 // same lines go to a terminal, a pipe or a test; cmd_top.cc owns the loop,
 // the terminal and the signals.
@@ -13,54 +13,32 @@
 #include <string>
 #include <vector>
 
-#include <shmsem/inspect.h>
+#include "pool_view.h"
 
 namespace shmsem::cli {
 
-struct TopHolder {
-  struct shmsem_holder h = {};
-  std::string comm;     // /proc/<pid>/comm; "" if unreadable or proven dead
-  std::string cmdline;  // /proc/<pid>/cmdline, space-joined, truncated
-};
-
-struct TopWaiter {
-  struct shmsem_waiter_info w = {};
-  std::string comm, cmdline;
-};
-
+// One sample of a semaphore: what the data layer read (its owners named),
+// and the rates since the sample before.
 struct PoolSample {
-  std::string name;
-  int error = 0;  // negative errno: it could not be opened or inspected
-  struct shmsem_inspection in = {};
-  std::vector<TopHolder> holders;  // by lease record
-  std::vector<TopWaiter> waiters;  // queue order
+  Snapshot snap;  // snap.error: it could not be read (only the header shows)
   // Acquisitions and timeouts per second since the previous sample of the
-  // same name (counter delta over the in.now_ns delta). Unknown on the
-  // first sample, after an error, or if the counters went backwards (the
-  // name now holds another semaphore).
+  // same name (counter delta over the now_ns delta). Unknown on the first
+  // sample, after an error, or if the counters went backwards (the name
+  // now holds another semaphore).
   bool rates_known = false;
   double acquisitions_per_s = 0, timeouts_per_s = 0;
 };
-
-// Open `name` with SHMSEM_SNAPSHOT and inspect it. Returns 0 and fills
-// *out, or a negative errno (also stored in out->error).
-int sample_pool(const std::string &name, PoolSample *out);
-
-// Every semaphore in /dev/shm, sorted by name: each regular file whose
-// name is a valid semaphore name and that sample_pool() accepts. Files it
-// refuses (not a semaphore, unreadable, gone meanwhile) are skipped.
-std::vector<PoolSample> sample_all_pools();
 
 // Fill cur's rates from `prev` (the previous sample of the same name, or
 // nullptr).
 void compute_rates(const PoolSample *prev, PoolSample *cur);
 
 struct TopLayout {
-  size_t width = 0;   // display columns per line; 0: no limit
-  size_t height = 0;  // lines per screen; 0: no limit
-  std::string clock;  // wall time of the samples, e.g. "12:34:56"
-  std::string delay;  // "2s"
-  bool all = false;   // NAME… not given: every semaphore in /dev/shm
+  size_t width = 0;          // display columns per line; 0: no limit
+  size_t height = 0;         // lines per screen; 0: no limit
+  std::string clock;         // wall time of the samples, e.g. "12:34:56"
+  std::string delay;         // "2s"
+  bool all = false;          // NAME… not given: every semaphore in /dev/shm
   bool interactive = false;  // the title says "q quits"
 };
 

@@ -2,13 +2,13 @@
 # Model-check the SPIN models in verify/ (shmsem.pml, the protocol; lock.pml,
 # the segment lock; fastpath.pml, the lock-free path; weighted.pml, weighted
 # leases and the capacity): every configuration below is generated (spin -a),
-# compiled (gcc) and searched exhaustively (pan), and one summary line is
+# compiled (PAN_CC) and searched exhaustively (pan), and one summary line is
 # printed per run. Exits non-zero if any run reports an error (assertion,
 # invalid end state = a waiter stuck forever, acceptance cycle, or an
 # incomplete search), or if a run expected to find a known error (XFAIL)
 # finds none. What the models check: verify/MODEL.md.
 #
-#   verify/run.sh [--quick] [--jobs N] [--only NAME]... [-D...]...
+#   verify/run.sh [--quick] [--jobs N] [--cache DIR] [--only NAME]... [-D...]...
 #
 #   --quick      only the smaller configurations of each model (the list
 #                `quick` below: every model, with crashes, liveness and each
@@ -16,8 +16,18 @@
 #                test` runs these; `make verify` runs all.
 #   --jobs N     searches to run at once (default: 2, or 1 on one CPU; each
 #                takes up to ~3 GB)
+#   --cache DIR  keep each compiled verifier in DIR and reuse it when
+#                spin generates the same pan.* and the compiler and its flags
+#                are the same (the compile is over half of a quick run's
+#                CPU); `make verify` and `make verify-quick` use
+#                build/verify-cache. Entries unused for 30 days are removed.
 #   --only NAME  run only that configuration (repeatable; a glob: 'lock*')
 #   -DNAME[=V]   an extra spin -D option for every configuration
+#
+# PAN_CC is the C compiler of the verifiers: by default clang-14 (Debian's
+# clang-14, which `make deps` installs for the fuzzer) when there is one,
+# else gcc. At -O0 clang compiles a pan.c in half gcc's time, and the two
+# verifiers search alike (the same states, the same CPU time).
 #
 # Temporary files live in a mktemp directory, removed on success; a failing
 # run keeps its directory (trail included) and prints how to replay it.
@@ -99,6 +109,7 @@ quick=(
 )
 
 extra=""
+cache=""
 jobs=$(( $(nproc 2>/dev/null || echo 1) > 1 ? 2 : 1 ))
 only=()
 while [ $# -gt 0 ]; do
@@ -106,24 +117,62 @@ while [ $# -gt 0 ]; do
 	-D*) extra="$extra $1" ;;
 	--jobs) jobs="$2"; shift ;;
 	--only) only+=("$2"); shift ;;
+	--cache) cache="$2"; shift ;;
 	--quick) only+=("${quick[@]}") ;;
-	-h|--help) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	-h|--help) sed -n '2,32p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	*) echo "run.sh: unknown option '$1' (try --help)" >&2; exit 2 ;;
 	esac
 	shift
 done
 
-for tool in spin gcc; do
+if [ -z "${PAN_CC:-}" ]; then
+	PAN_CC=gcc
+	command -v clang-14 >/dev/null && PAN_CC=clang-14
+fi
+for tool in spin "$PAN_CC"; do
 	if ! command -v "$tool" >/dev/null; then
-		echo "run.sh: '$tool' not found; run 'make deps' (Debian packages spin, gcc)" >&2
+		echo "run.sh: '$tool' not found; run 'make deps' (Debian packages spin, gcc, clang-14)" >&2
 		exit 2
 	fi
 done
+
+# What a cached verifier depends on besides spin's output and the flags.
+compiler="$(command -v "$PAN_CC") $("$PAN_CC" --version | head -n 1) $("$PAN_CC" -dumpmachine)"
+if [ -n "$cache" ]; then
+	mkdir -p "$cache"
+	find "$cache" -maxdepth 1 -type f -mtime +30 -delete 2>/dev/null || true
+fi
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/shmsem-verify.XXXXXX")
 keep=0
 cleanup() { [ "$keep" = 1 ] || rm -rf "$work"; }
 trap cleanup EXIT
+
+# Compile $1/pan.c with flags $2 into $1/pan, or take the verifier compiled
+# from the same pan.* (spin -a's whole output: the model after the
+# preprocessor and the -D options) with the same flags and compiler out of
+# the cache. Its key is a hash of all of them; a new entry is written under a
+# temporary name and renamed, so that concurrent runs never see half a file.
+compile_pan() {
+	local dir="$1" cflags="$2" key
+	if [ -z "$cache" ]; then
+		# shellcheck disable=SC2086
+		(cd "$dir" && "$PAN_CC" $cflags -o pan pan.c >cc.out 2>&1)
+		return
+	fi
+	key=$( (cd "$dir" && cat pan.[bchmpt] && printf '%s\n' "$cflags" "$compiler") |
+		sha256sum | cut -c1-40)
+	if cp "$cache/pan-$key" "$dir/pan" 2>/dev/null; then
+		touch "$cache/pan-$key"
+		echo "reused $cache/pan-$key" >"$dir/cc.out"
+		: >"$dir/reused"
+		return 0
+	fi
+	# shellcheck disable=SC2086
+	(cd "$dir" && "$PAN_CC" $cflags -o pan pan.c >cc.out 2>&1) || return 1
+	cp "$dir/pan" "$cache/.pan-$key.$BASHPID" &&
+		mv "$cache/.pan-$key.$BASHPID" "$cache/pan-$key" || true
+}
 
 # One configuration: generate, compile, search; leaves $dir/summary.
 verify_one() {
@@ -144,8 +193,8 @@ verify_one() {
 	# shellcheck disable=SC2086
 	if ! (cd "$dir" && spin $defs -a "$model" >spin.out 2>&1); then
 		status="spin -a failed (see $dir/spin.out)"
-	elif ! (cd "$dir" && gcc $cflags -o pan pan.c >cc.out 2>&1); then
-		status="gcc failed (see $dir/cc.out)"
+	elif ! compile_pan "$dir" "$cflags"; then
+		status="$PAN_CC failed (see $dir/cc.out)"
 	elif ! (cd "$dir" && ./pan $panflags >pan.out 2>&1); then
 		status="pan exited with an error"
 	fi
@@ -220,7 +269,7 @@ if [ ${#selected[@]} -eq 0 ]; then
 fi
 
 models=$(for c in "${selected[@]}"; do IFS='|' read -r _ m _ <<<"$c"; echo "$m"; done | sort -u | tr '\n' ' ')
-echo "shmsem: SPIN $(spin -V | sed -n 's/^Spin Version \([^ ]*\).*/\1/p'), models ${models% }${extra:+ (${extra# })}, $jobs at a time" >&2
+echo "shmsem: SPIN $(spin -V | sed -n 's/^Spin Version \([^ ]*\).*/\1/p'), models ${models% }${extra:+ (${extra# })}, $jobs at a time, verifiers by $PAN_CC${cache:+, cache $cache}" >&2
 start=$(date +%s)
 running=0
 for c in "${selected[@]}"; do
@@ -235,12 +284,14 @@ done
 wait || true
 
 failed=0
+reused=0
 for c in "${selected[@]}"; do
 	name=${c%%|*}
 	cat "$work/$name/summary"
 	[ "$(cat "$work/$name/verdict" 2>/dev/null)" = PASS ] || failed=$((failed + 1))
+	[ ! -e "$work/$name/reused" ] || reused=$((reused + 1))
 done
-echo "total $(( $(date +%s) - start ))s: ${#selected[@]} run(s), $failed failed"
+echo "total $(( $(date +%s) - start ))s: ${#selected[@]} run(s), $failed failed${cache:+; $reused verifier(s) reused from $cache}"
 if [ "$failed" -gt 0 ]; then
 	keep=1
 	echo "kept: $work" >&2

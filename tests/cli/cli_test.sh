@@ -459,7 +459,7 @@ RunDiesOfTheCommandsSignal() {
 	# itself died of it (an exit status of 128+n would read as a number).
 	for sig in TERM INT QUIT KILL; do
 		# (In $TMP: sh may dump core for QUIT.)
-		code=$(cd "$TMP" && python3 -c 'import subprocess, sys; print(subprocess.run(sys.argv[1:]).returncode)' \
+		code=$(cd "$TMP" && "$PY" -c 'import subprocess, sys; print(subprocess.run(sys.argv[1:]).returncode)' \
 			"$SHMSEM" run "$n" -- sh -c "kill -$sig \$\$")
 		[[ $code == "-$(kill -l "$sig")" ]] || fail "command killed by SIG$sig: shmsem run ended with $code"
 	done

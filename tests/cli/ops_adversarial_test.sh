@@ -9,7 +9,7 @@ source "$(dirname "$0")/lib.sh"
 # histograms_never_decrease <file>: every histogram's cumulative buckets in
 # the Prometheus text <file> are non-decreasing and end at its _count.
 histograms_never_decrease() {
-	TMP=$TMP python3 - "$1" <<'PY' || fail "a histogram's buckets decrease: $(cat "$TMP/hist")"
+	TMP=$TMP "$PY" - "$1" <<'PY' || fail "a histogram's buckets decrease: $(cat "$TMP/hist")"
 import os, re, sys
 series = {}
 count = {}
@@ -42,7 +42,7 @@ PrometheusHistogramBucketsNeverDecreaseOnHugeCounts() {
 	n=$(name hist)
 	expect_rc 0 "$SHMSEM" create "$n" --permits 2
 	expect_rc 0 "$SHMSEM" run "$n" -- true  # a hold and a wait of its own
-	TMP=$TMP python3 - "/dev/shm/${n#/}" <<'PY'
+	TMP=$TMP "$PY" - "/dev/shm/${n#/}" <<'PY'
 import struct, sys
 with open(sys.argv[1], "r+b") as f:
     f.seek(32)
@@ -65,7 +65,7 @@ TopWithoutNameShowsADamagedSemaphoreAndGoesOn() {
 	local n
 	n=$(name dmg)
 	expect_rc 0 "$SHMSEM" create "$n" --permits 2
-	python3 - "/dev/shm/${n#/}" <<'PY'
+	"$PY" - "/dev/shm/${n#/}" <<'PY'
 import struct, sys
 with open(sys.argv[1], "r+b") as f:
     f.seek(128 + 40)  # core.available (layout.h: Core after the lock owner)
@@ -80,7 +80,7 @@ PY
 # a couple of idle connections (a port scanner, a stalled proxy) made every
 # scrape time out. Four of them now cost a scrape nothing noticeable.
 ExporterScrapesDespiteIdleConnections() {
-	command -v python3 >/dev/null || skip "no python3"
+	command -v "$PY" >/dev/null || skip "no python3"
 	local n line port exporter
 	n=$(name idle)
 	expect_rc 0 "$SHMSEM" create "$n" --permits 1
@@ -97,7 +97,7 @@ ExporterScrapesDespiteIdleConnections() {
 	[[ -n $line ]] || fail "the exporter did not say where it serves"
 	port=${line#serving http://127.0.0.1:}
 	port=${port%/metrics}
-	python3 - "$port" "$n" <<'PY' || fail "no scrape within 8 s beside idle connections"
+	"$PY" - "$port" "$n" <<'PY' || fail "no scrape within 8 s beside idle connections"
 import socket, sys, time, urllib.request
 port, name = int(sys.argv[1]), sys.argv[2]
 idle = [socket.create_connection(("127.0.0.1", port)) for _ in range(4)]

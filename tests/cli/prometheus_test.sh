@@ -8,14 +8,19 @@ source "$(dirname "$0")/lib.sh"
 : "${SHMSEM:?SHMSEM must name the shmsem binary}"
 
 # A python3 that has prometheus_client (Debian's python3-prometheus-client
-# is in the system python, which a pyenv or venv python3 may hide).
+# is in the system python, which a pyenv or venv python3 may hide): the
+# helper's (lib.sh), else the first python3 on the PATH, which then
+# evaluates every check.
 PROM_PYTHON=
-for py in /usr/bin/python3 python3; do
-	if command -v "$py" >/dev/null && "$py" -c 'import prometheus_client' 2>/dev/null; then
-		PROM_PYTHON=$py
-		break
-	fi
-done
+if py_eval py "" "" "__import__('prometheus_client') and 1"; then
+	PROM_PYTHON=$PY
+elif [[ $PY != python3 ]] && command -v python3 >/dev/null &&
+	python3 -c 'import prometheus_client' 2>/dev/null; then
+	PROM_PYTHON=python3
+	py_stop
+	PY=python3
+	py_start
+fi
 
 need_tools() {
 	command -v promtool >/dev/null || skip "promtool not installed (Debian package prometheus)"
@@ -33,30 +38,14 @@ lint() {
 # has(sample, **labels), over the samples prometheus_client parses from
 # <file>, and print the result. A parse error fails.
 prom() {
-	"$PROM_PYTHON" - "$@" <<'EOF'
-import sys
-from prometheus_client.parser import text_string_to_metric_families
-path, pool, expr = sys.argv[1:4]
-samples = {}
-for family in text_string_to_metric_families(open(path).read()):
-    for s in family.samples:
-        samples[(s.name, tuple(sorted(s.labels.items())))] = s.value
-def key(name, labels):
-    labels.setdefault('pool', pool)
-    return (name, tuple(sorted(labels.items())))
-def v(name, **labels):
-    return samples[key(name, labels)]
-def has(name, **labels):
-    return key(name, labels) in samples
-print(eval(expr))
-EOF
+	py_eval prom "$1" "$2" "$3" || { echo "$PY_OUT" >&2; return 1; }
+	echo "$PY_OUT"
 }
 
 # expect_prom <file> <pool> <expression> <expected printed value>
 expect_prom() {
-	local got
-	got=$(prom "$1" "$2" "$3") || fail "cannot evaluate $3 on $1"
-	[[ $got == "$4" ]] || fail "$3 is '$got' in $1, expected '$4'"
+	py_eval prom "$1" "$2" "$3" || fail "cannot evaluate $3 on $1: $PY_OUT"
+	[[ $PY_OUT == "$4" ]] || fail "$3 is '$PY_OUT' in $1, expected '$4'"
 }
 
 # The figures both forms show, as one comparable line: from the status

@@ -137,6 +137,55 @@ int shmsem_inspect(shmsem_t *s, struct shmsem_inspection *out,
 		   struct shmsem_waiter_info *waiters, uint32_t max_waiters);
 
 /*
+ * The semaphores in /dev/shm (shmsem_list): one entry per regular file there
+ * that may be one, each read on its own, so that a file that is not a
+ * semaphore, or that cannot be read, is an entry with its own error and
+ * never hides the others.
+ */
+struct shmsem_list_entry {
+	char name[257];       /* "/" and the file's name: what shmsem_open takes */
+	uint8_t __pad[3];
+	int32_t error;        /* 0, or why it could not be read (shmsem_list) */
+	uint32_t file_mode;   /* the file read, as fstat(2) saw it: permission */
+	uint32_t file_uid;    /* bits, owner and group; all 0 unless error is */
+	uint32_t file_gid;    /* 0 or -EUCLEAN */
+	uint32_t __reserved0;
+	struct shmsem_stat stat; /* as shmsem_stat(); all 0 unless error is 0
+				    or -EUCLEAN */
+	uint64_t __reserved[4];
+};
+
+/*
+ * List the semaphores in /dev/shm: every regular file there (symbolic links
+ * not followed) but the leftovers of interrupted creates (shmsem_leftovers),
+ * sorted by name. Fills the first `max` into `out`, each read as
+ * shmsem_open with SHMSEM_SNAPSHOT and shmsem_inspect read it (a private
+ * copy: read permission is enough, and nothing is written), and returns how
+ * many there are (more than `max`: only the first `max` are read; NULL and
+ * 0 count them and read none). Per entry, `error` says what it is:
+ *   0        a semaphore; stat and file_* are filled in;
+ *   -EUCLEAN a semaphore whose counters contradict its geometry (someone
+ *            with write access wrote into it): what was read is filled in;
+ *   -EBADMSG not a shmsem semaphore (another program's file, or one
+ *            truncated, not yet initialised, or replaced by a FIFO or a
+ *            link since the directory was read);
+ *   -EPROTO  a semaphore of another layout version;
+ *   -EACCES  this process may not read it (so cannot tell what it is);
+ *   -EXDEV   a semaphore created in another PID namespace;
+ *   -ENOENT  removed since the directory was read; -EIO it shrank while it
+ *            was copied; any other: the system's error reading it (no
+ *            memory or no descriptor free, say).
+ * Files created or removed between two calls change the count: a caller
+ * that sized `out` from a count calls again if the count grew. Reads the
+ * directory and each file filled in; takes no lock, writes nothing, may be
+ * called from any thread. Allocates memory for the names and for one copy
+ * at a time.
+ * Errors: -EINVAL NULL `out` with max > 0; -EACCES, -EMFILE, -ENFILE,
+ * -ENOENT, -ENOMEM reading /dev/shm itself.
+ */
+int shmsem_list(struct shmsem_list_entry *out, uint32_t max);
+
+/*
  * Leftovers: files an interrupted create left in /dev/shm under a temporary
  * name (".shmsem-tmp-<pid>-..."): every create of older versions, and this
  * one's only where O_TMPFILE cannot be used (shmsem_create(3)).

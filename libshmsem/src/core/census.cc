@@ -12,13 +12,26 @@ namespace {
 void count_leases(const shmsem_t *s, Census *cs) {
   for (uint32_t l = 0; l < s->permits; l++) {
     switch (lease_state(s->leases[l])) {
-      case kLeaseFree: cs->free++; break;
-      case kLeaseHeld: cs->held++; break;
-      case kLeaseReserved: cs->reserved++; break;
-      case kLeaseLoose: cs->loose++; break;
-      case kLeaseHeldFast: cs->fast++; break;
-      case kLeaseRetired: cs->retired++; break;
-      default: cs->bad++;
+      case kLeaseFree:
+        cs->free++;
+        break;
+      case kLeaseHeld:
+        cs->held++;
+        break;
+      case kLeaseReserved:
+        cs->reserved++;
+        break;
+      case kLeaseLoose:
+        cs->loose++;
+        break;
+      case kLeaseHeldFast:
+        cs->fast++;
+        break;
+      case kLeaseRetired:
+        cs->retired++;
+        break;
+      default:
+        cs->bad++;
     }
   }
 }
@@ -26,14 +39,21 @@ void count_leases(const shmsem_t *s, Census *cs) {
 void count_slots(const shmsem_t *s, Census *cs) {
   for (uint32_t w = 0; w < s->max_waiters; w++) {
     switch (s->slots[w].word.load(std::memory_order_relaxed)) {
-      case kSlotFree: cs->slots_free++; break;
+      case kSlotFree:
+        cs->slots_free++;
+        break;
       case kSlotWaiting:
-      case kSlotLeftQueued: cs->slots_queued++; break;
+      case kSlotLeftQueued:
+        cs->slots_queued++;
+        break;
       case kSlotGranted:
       case kSlotCancelled:
       case kSlotClosed:
-      case kSlotLeft: cs->slots_other++; break;
-      default: cs->slots_bad++;
+      case kSlotLeft:
+        cs->slots_other++;
+        break;
+      default:
+        cs->slots_bad++;
     }
   }
 }
@@ -78,8 +98,9 @@ bool counters_plausible(const shmsem_t *s) {
                  retiring = c->retiring.load(std::memory_order_relaxed);
   const uint32_t waiting = c->waiting.load(std::memory_order_relaxed);
   const uint32_t head = c->head, tail = c->tail;
-  return avail + held + reserved + retired <= n && cap + retired + retiring == n &&
-         waiting <= s->max_waiters && (head == kNone) == (waiting == 0) &&
+  return avail + held + reserved + retired <= n &&
+         cap + retired + retiring == n && waiting <= s->max_waiters &&
+         (head == kNone) == (waiting == 0) &&
          (tail == kNone) == (waiting == 0) && link_ok(s, head) &&
          link_ok(s, tail) &&
          c->procs_hwm.load(std::memory_order_relaxed) <= s->max_procs &&

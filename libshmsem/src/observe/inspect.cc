@@ -12,7 +12,6 @@
 
 #include <algorithm>
 #include <map>
-#include <optional>
 #include <tuple>
 #include <vector>
 
@@ -58,8 +57,7 @@ struct RawHolder {
   uint64_t since, declared, gen;
   bool operator==(const RawHolder &o) const {
     return lease == o.lease && weight == o.weight && reserved == o.reserved &&
-           gen == o.gen &&
-           same_owner(owner, o.owner) && since == o.since &&
+           gen == o.gen && same_owner(owner, o.owner) && since == o.since &&
            declared == o.declared;
   }
 };
@@ -102,10 +100,69 @@ void add_holder(const shmsem_t *s, uint32_t l, uint64_t word, uint32_t weight,
     h.owner = read_owner(s->procs[p].owner);
   h.since = rec.since_ns.load(std::memory_order_relaxed);
   h.gen = word_gen(word);
-  h.declared = h.reserved ? 0
-                          : decl_for(s->declared[l].load(std::memory_order_relaxed),
-                                     word_gen(word));
+  h.declared = h.reserved
+                   ? 0
+                   : decl_for(s->declared[l].load(std::memory_order_relaxed),
+                              word_gen(word));
   out->holders.push_back(h);
+}
+
+// What scan_holders reads once and what it tracks: each lease word (whether
+// a record is shown depends on it) and the records that joined a holder.
+struct LeaseWords {
+  std::vector<uint64_t> word;
+  std::vector<char> taken;
+  uint32_t state(uint32_t l) const { return word_state(word[l]); }
+  void take(const Chain &ch) {
+    for (uint32_t i = 0; i < ch.size(); i++) taken[ch[i]] = 1;
+  }
+};
+
+// The HELD records: each weighted lease from the record its token names,
+// then each HELD record no walk reached alone; and the HELD_FAST ones,
+// never weighted, alone.
+void held_holders(const shmsem_t *s, LeaseWords *lw, Scan *out) {
+  const uint32_t n = s->permits;
+  for (uint32_t l = 0; l < n; l++) {
+    if (lw->state(l) != kLeaseHeld || lw->taken[l] ||
+        peek(s->leases[l].slot) == kMember)
+      continue;
+    Chain ch;
+    (void)walk_lease(s, l, &ch, &lw->taken);
+    lw->take(ch);
+    add_holder(s, l, lw->word[l], ch.size(), out);
+  }
+  for (uint32_t l = 0; l < n; l++) {
+    if ((lw->state(l) == kLeaseHeld && !lw->taken[l]) ||
+        lw->state(l) == kLeaseHeldFast) {  // never weighted
+      lw->taken[l] = 1;
+      add_holder(s, l, lw->word[l], 1, out);
+    }
+  }
+}
+
+// The RESERVED records: each slot's chain, a holder if granted, else
+// counted in (*reserved_for)[slot]; then each RESERVED record on no chain
+// alone.
+void reserved_holders(const shmsem_t *s, LeaseWords *lw, Scan *out,
+                      std::vector<uint32_t> *reserved_for) {
+  const uint32_t n = s->permits, m = s->max_waiters;
+  reserved_for->assign(m, 0);
+  for (uint32_t w = 0; w < m; w++) {
+    const uint32_t sw = s->slots[w].word.load(std::memory_order_acquire);
+    if (sw == kSlotFree) continue;
+    Chain ch;
+    (void)walk_reservation(s, w, &ch, &lw->taken);
+    if (ch.empty()) continue;
+    lw->take(ch);
+    if (sw == kSlotWaiting)
+      (*reserved_for)[w] = ch.size();
+    else
+      add_holder(s, ch[0], lw->word[ch[0]], ch.size(), out);
+  }
+  for (uint32_t l = 0; l < n; l++)
+    if (lw->state(l) == kLeaseReserved && !lw->taken[l])
+      add_holder(s, l, lw->word[l], 1, out);
 }
 
 // The records that are not free, one holder per lease. A weighted lease is
@@ -120,49 +177,15 @@ void add_holder(const shmsem_t *s, uint32_t l, uint64_t word, uint32_t weight,
 // RETIRED records are nobody's.
 void scan_holders(const shmsem_t *s, Scan *out,
                   std::vector<uint32_t> *reserved_for) {
-  const uint32_t n = s->permits, m = s->max_waiters;
-  // Each word read once: whether a record is shown depends on it.
-  std::vector<uint64_t> word(n);
+  const uint32_t n = s->permits;
+  LeaseWords lw{std::vector<uint64_t>(n), std::vector<char>(n, 0)};
   for (uint32_t l = 0; l < n; l++)
-    word[l] = s->leases[l].word.load(std::memory_order_acquire);
-  auto state = [&word](uint32_t l) { return word_state(word[l]); };
-  std::vector<char> taken(n, 0);
-  auto take = [&](const Chain &ch) {
-    for (uint32_t i = 0; i < ch.size(); i++) taken[ch[i]] = 1;
-  };
-  for (uint32_t l = 0; l < n; l++) {
-    if (state(l) != kLeaseHeld || taken[l] || peek(s->leases[l].slot) == kMember)
-      continue;
-    Chain ch;
-    (void)walk_lease(s, l, &ch, &taken);
-    take(ch);
-    add_holder(s, l, word[l], ch.size(), out);
-  }
-  for (uint32_t l = 0; l < n; l++) {
-    if ((state(l) == kLeaseHeld && !taken[l]) ||
-        state(l) == kLeaseHeldFast) {  // never weighted
-      taken[l] = 1;
-      add_holder(s, l, word[l], 1, out);
-    }
-  }
-  reserved_for->assign(m, 0);
-  for (uint32_t w = 0; w < m; w++) {
-    const uint32_t sw = s->slots[w].word.load(std::memory_order_acquire);
-    if (sw == kSlotFree) continue;
-    Chain ch;
-    (void)walk_reservation(s, w, &ch, &taken);
-    if (ch.empty()) continue;
-    take(ch);
-    if (sw == kSlotWaiting)
-      (*reserved_for)[w] = ch.size();
-    else
-      add_holder(s, ch[0], word[ch[0]], ch.size(), out);
-  }
-  for (uint32_t l = 0; l < n; l++)
-    if (state(l) == kLeaseReserved && !taken[l])
-      add_holder(s, l, word[l], 1, out);
-  std::sort(out->holders.begin(), out->holders.end(),
-            [](const RawHolder &a, const RawHolder &b) { return a.lease < b.lease; });
+    lw.word[l] = s->leases[l].word.load(std::memory_order_acquire);
+  held_holders(s, &lw, out);
+  reserved_holders(s, &lw, out, reserved_for);
+  std::sort(
+      out->holders.begin(), out->holders.end(),
+      [](const RawHolder &a, const RawHolder &b) { return a.lease < b.lease; });
 }
 
 RawWaiter make_waiter(const shmsem_t *s, uint32_t idx,
@@ -286,43 +309,54 @@ class Judge {
   std::map<Key, uint32_t> seen_;
 };
 
-}  // namespace
+// Under the lock, if it comes within kInspectLockNs: false, with nothing
+// read, if it does not.
+bool scan_locked(shmsem_t *s, Scan *sc, struct shmsem_stat *st) {
+  const Limit limit{mono_ns() + kInspectLockNs, nullptr, false};
+  if (!lock_word_free_by(s, real_mono_ns() + kInspectLockNs)) return false;
+  Section sec(s, &limit);
+  if (sec.error()) return false;
+  scan(s, sc, st);
+  return true;
+}
 
-int inspect(shmsem_t *s, struct shmsem_inspection *out,
-            struct shmsem_holder *holders, uint32_t max_holders,
-            struct shmsem_waiter_info *waiters, uint32_t max_waiters) {
-  if (!s || !out || (!holders && max_holders) || (!waiters && max_waiters))
-    return -EINVAL;
-  memset(out, 0, sizeof *out);
-  Scan sc;
-  bool torn = false;
-  if (s->snapshot) {
-    scan(s, &sc, &out->stat);  // a private copy: nothing changes it
-  } else if (!s->rdonly) {
-    const Limit limit{mono_ns() + kInspectLockNs, nullptr, false};
-    std::optional<Section> guard;
-    if (lock_word_free_by(s, real_mono_ns() + kInspectLockNs))
-      guard.emplace(s, &limit);
-    if (guard && !guard->error()) {
-      scan(s, &sc, &out->stat);
-    } else {
-      torn = true;  // read below, without the lock
-    }
-  }
-  if (s->rdonly && !s->snapshot) torn = true;
-  if (torn) {
-    Scan again;
-    struct shmsem_stat st2;
-    scan(s, &sc, &out->stat);
+// Without the lock: reads again until two reads agree, kReadTries reads at
+// most. Returns whether they never did (torn).
+bool scan_until_agreed(shmsem_t *s, Scan *sc, struct shmsem_stat *st) {
+  bool torn = true;
+  Scan again;
+  struct shmsem_stat st2;
+  scan(s, sc, st);
+  SHMSEM_HOOK(INSPECT_SCANNED);
+  for (int i = 1; i < kReadTries && torn; i++) {
+    scan(s, &again, &st2);
     SHMSEM_HOOK(INSPECT_SCANNED);
-    for (int i = 1; i < kReadTries && torn; i++) {
-      scan(s, &again, &st2);
-      SHMSEM_HOOK(INSPECT_SCANNED);
-      torn = !(again == sc);
-      sc = std::move(again);
-      out->stat = st2;
-    }
+    torn = !(again == *sc);
+    *sc = std::move(again);
+    *st = st2;
   }
+  return torn;
+}
+
+// The snapshot: a snapshot handle's private copy as it is (nothing changes
+// it), else under the lock, else (a read-only handle, or the lock not had
+// in time) read without it until two reads agree. Returns whether the read
+// is torn.
+bool read_state(shmsem_t *s, Scan *sc, struct shmsem_stat *st) {
+  bool torn = false;
+  if (s->snapshot)
+    scan(s, sc, st);
+  else if (!s->rdonly)
+    torn = !scan_locked(s, sc, st);  // if not, read below, without the lock
+  if (s->rdonly && !s->snapshot) torn = true;
+  if (torn) torn = scan_until_agreed(s, sc, st);
+  return torn;
+}
+
+// The inspection's own fields: when, what the semaphore was created with,
+// its file, how it was read and how much was found.
+void fill_summary(const shmsem_t *s, const Scan &sc, bool torn,
+                  struct shmsem_inspection *out) {
   out->now_ns = mono_ns();
   out->now_coarse_ns = coarse_ns();
   out->created_realtime_ns = peek(s->hdr->created_ns);
@@ -334,9 +368,28 @@ int inspect(shmsem_t *s, struct shmsem_inspection *out,
   out->file_gid = s->file_gid;
   out->nholders = uint32_t(sc.holders.size());
   out->nwaiters = uint32_t(sc.waiters.size());
+}
 
-  Judge judge(s, torn);
-  const uint64_t now_c = out->now_coarse_ns, now = out->now_ns;
+void fill_holder(struct shmsem_holder *h, const RawHolder &r, uint64_t held,
+                 bool overdue, uint32_t judged) {
+  memset(h, 0, sizeof *h);
+  h->lease = r.lease;
+  h->weight = r.weight;
+  h->pid = r.owner.pid;
+  h->liveness = judged;
+  h->flags = (r.reserved ? SHMSEM_HOLDER_RESERVED : 0) |
+             (overdue ? SHMSEM_HOLDER_OVERDUE : 0);
+  h->since_ns = r.since;
+  h->held_ns = held;
+  h->declared_ns = r.declared;
+  h->gen = r.gen;
+}
+
+// The overdue and oldest-lease summary over every holder, and the first
+// `max` holders, their owners judged.
+void fill_holders(const Scan &sc, Judge *judge, struct shmsem_inspection *out,
+                  struct shmsem_holder *holders, uint32_t max) {
+  const uint64_t now_c = out->now_coarse_ns;
   for (size_t i = 0; i < sc.holders.size(); i++) {
     const RawHolder &r = sc.holders[i];
     const uint64_t held = now_c > r.since ? now_c - r.since : 0;
@@ -345,25 +398,21 @@ int inspect(shmsem_t *s, struct shmsem_inspection *out,
       out->overdue++;
       out->overdue_permits += r.weight;
     }
-    if (r.since && (!out->oldest_lease_since_ns ||
-                    r.since < out->oldest_lease_since_ns))
+    if (r.since &&
+        (!out->oldest_lease_since_ns || r.since < out->oldest_lease_since_ns))
       out->oldest_lease_since_ns = r.since;
-    if (i >= max_holders) continue;
-    struct shmsem_holder &h = holders[i];
-    memset(&h, 0, sizeof h);
-    h.lease = r.lease;
-    h.weight = r.weight;
-    h.pid = r.owner.pid;
-    h.liveness = judge(r.owner, false);
-    h.flags = (r.reserved ? SHMSEM_HOLDER_RESERVED : 0) |
-              (overdue ? SHMSEM_HOLDER_OVERDUE : 0);
-    h.since_ns = r.since;
-    h.held_ns = held;
-    h.declared_ns = r.declared;
-    h.gen = r.gen;
+    if (i < max)
+      fill_holder(&holders[i], r, held, overdue, (*judge)(r.owner, false));
   }
+}
+
+// The oldest wait, and the first `max` waiters in queue order, their
+// owners judged.
+void fill_waiters(const Scan &sc, Judge *judge, struct shmsem_inspection *out,
+                  struct shmsem_waiter_info *waiters, uint32_t max) {
   if (!sc.waiters.empty()) out->oldest_wait_since_ns = sc.waiters[0].since;
-  for (size_t i = 0; i < sc.waiters.size() && i < max_waiters; i++) {
+  const uint64_t now = out->now_ns;
+  for (size_t i = 0; i < sc.waiters.size() && i < max; i++) {
     const RawWaiter &r = sc.waiters[i];
     struct shmsem_waiter_info &w = waiters[i];
     memset(&w, 0, sizeof w);
@@ -374,23 +423,41 @@ int inspect(shmsem_t *s, struct shmsem_inspection *out,
     w.reserved = r.reserved;
     w.pid = r.owner.pid;
     w.tid = r.owner.tid;
-    w.liveness = judge(r.owner, true);
+    w.liveness = (*judge)(r.owner, true);
     w.since_ns = r.since;
     w.waited_ns = now > r.since ? now - r.since : 0;
   }
-  // Each counter alone is bounded by the geometry, however torn the read:
-  // past its bound, the segment was written by someone else. Not the
-  // stat's `held` and `available`: they add the lock-free path's leases,
-  // counted by a scan of the records after the core's counters were read,
-  // and a lease that moved between the two (released under the lock, then
-  // taken or freed without it) is in both, in a read without the lock; the
-  // core's own counters are bounded.
-  const struct shmsem_stat &st = out->stat;
-  if (s->core->held.load(std::memory_order_relaxed) > s->permits ||
-      s->core->available.load(std::memory_order_relaxed) > s->permits ||
-      st.reserved > s->permits || st.retiring > s->permits ||
-      st.waiting > s->max_waiters || st.closed > 1)
-    return -EUCLEAN;
+}
+
+// Each counter alone is bounded by the geometry, however torn the read:
+// past its bound, the segment was written by someone else. Not the stat's
+// `held` and `available`: they add the lock-free path's leases, counted by
+// a scan of the records after the core's counters were read, and a lease
+// that moved between the two (released under the lock, then taken or freed
+// without it) is in both, in a read without the lock; the core's own
+// counters are bounded.
+bool counters_bounded(const shmsem_t *s, const struct shmsem_stat &st) {
+  return s->core->held.load(std::memory_order_relaxed) <= s->permits &&
+         s->core->available.load(std::memory_order_relaxed) <= s->permits &&
+         st.reserved <= s->permits && st.retiring <= s->permits &&
+         st.waiting <= s->max_waiters && st.closed <= 1;
+}
+
+}  // namespace
+
+int inspect(shmsem_t *s, struct shmsem_inspection *out,
+            struct shmsem_holder *holders, uint32_t max_holders,
+            struct shmsem_waiter_info *waiters, uint32_t max_waiters) {
+  if (!s || !out || (!holders && max_holders) || (!waiters && max_waiters))
+    return -EINVAL;
+  memset(out, 0, sizeof *out);
+  Scan sc;
+  const bool torn = read_state(s, &sc, &out->stat);
+  fill_summary(s, sc, torn, out);
+  Judge judge(s, torn);
+  fill_holders(sc, &judge, out, holders, max_holders);
+  fill_waiters(sc, &judge, out, waiters, max_waiters);
+  if (!counters_bounded(s, out->stat)) return -EUCLEAN;
   // Only a kind the caller asked for (a non-zero maximum) can be short:
   // asking for the waiters alone is not an error while anyone holds.
   if ((max_holders && sc.holders.size() > max_holders) ||

@@ -4,9 +4,10 @@
 // An adapter is a plain class with:
 //
 //   static constexpr const char *kName;
-//   static constexpr uint32_t kMaxPermits;  // 1: a lock, not a counting semaphore
-//   static constexpr bool kAnyReleaser;     // another process may release
-//   int  init(uint32_t permits, uint32_t max_waiters);  // parent, before fork;
+//   static constexpr uint32_t kMaxPermits;  // 1: a lock, not a counting
+//   semaphore static constexpr bool kAnyReleaser;     // another process may
+//   release int  init(uint32_t permits, uint32_t max_waiters);  // parent,
+//   before fork;
 //                                           // 0 or -errno
 //   void attach();                          // first thing in each forked child
 //   uint64_t acquire();                     // blocks; returns the token that
@@ -71,7 +72,7 @@ class Shmsem {
     shmsem_lease_t l;
     int r = shmsem_acquire(s_, &l);
     if (r != 0) die("shmsem_acquire", r);
-    sem_ = l.sem;  // the same for every lease of this semaphore
+    sem_ = l.sem;                  // the same for every lease of this semaphore
     return l.gen << 20 | l.index;  // index < 2^20; gen < 2^44 in any run
   }
   void release(uint64_t token) {
@@ -109,7 +110,8 @@ class ShmsemRing : public Shmsem {
     if (r == SHMSEM_QUEUED) {
       if (ring_pid_ != getpid()) {
         // A fork child does not use its parent's ring.
-        if (io_uring_queue_init(8, &ring_, 0) < 0) die("io_uring_queue_init", -1);
+        if (io_uring_queue_init(8, &ring_, 0) < 0)
+          die("io_uring_queue_init", -1);
         ring_pid_ = getpid();
       }
       do {
@@ -334,7 +336,8 @@ class Ticket {
 template <bool kTimed>
 class RawFutexT {
  public:
-  static constexpr const char *kName = kTimed ? "raw_futex+timeout" : "raw_futex";
+  static constexpr const char *kName =
+      kTimed ? "raw_futex+timeout" : "raw_futex";
   static constexpr uint32_t kMaxPermits = 1;
   static constexpr bool kAnyReleaser = true;
 

@@ -76,9 +76,10 @@ std::vector<int> allowed_cpus();
 // 'S' once the process sleeps (in a futex, semop or flock), from /proc.
 char proc_state(pid_t pid);
 
-// --- children -----------------------------------------------------------------
-// Forked processes running `body(i)` then _exit(0). Never returns into the
-// benchmark framework. The destructor kills and reaps whatever is left.
+// --- children
+// ----------------------------------------------------------------- Forked
+// processes running `body(i)` then _exit(0). Never returns into the benchmark
+// framework. The destructor kills and reaps whatever is left.
 class Children {
  public:
   Children() = default;

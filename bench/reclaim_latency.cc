@@ -102,7 +102,8 @@ int kill_to_grant(int runs) {
     uint64_t t0 = now_ns();
     kill(holder, SIGKILL);
     if (!wait_for([&] { return sh->granted_at.load() != 0; })) {
-      fprintf(stderr, "bench: run %d: no grant within 10 s of SIGKILL of the holder\n",
+      fprintf(stderr,
+              "bench: run %d: no grant within 10 s of SIGKILL of the holder\n",
               run);
       kill(waiter, SIGKILL);
       waitpid(holder, nullptr, 0);
@@ -123,9 +124,10 @@ int kill_to_grant(int runs) {
     size_t i = size_t(std::ceil(q * double(us.size())));
     return us[std::clamp<size_t>(i, 1, us.size()) - 1];
   };
-  printf("SIGKILL of holder -> grant to queued head, %d runs: p50 %.0f us, "
-         "p90 %.0f us, max %.0f us, min %.0f us\n",
-         runs, rank(0.50), rank(0.90), us.back(), us.front());
+  printf(
+      "SIGKILL of holder -> grant to queued head, %d runs: p50 %.0f us, "
+      "p90 %.0f us, max %.0f us, min %.0f us\n",
+      runs, rank(0.50), rank(0.90), us.back(), us.front());
   return 0;
 }
 
@@ -174,12 +176,15 @@ int watch_cost(int nwaiters, int seconds) {
   std::vector<pthread_t> threads(static_cast<size_t>(nwaiters));
   size_t started = 0;
   for (; started < threads.size(); started++) {
-    int e = pthread_create(&threads[started], &attr, [](void *arg) -> void * {
-      shmsem_lease_t l;
-      if (shmsem_acquire(static_cast<shmsem_t *>(arg), &l) == 0)
-        shmsem_release(static_cast<shmsem_t *>(arg), &l);
-      return nullptr;
-    }, s);
+    int e = pthread_create(
+        &threads[started], &attr,
+        [](void *arg) -> void * {
+          shmsem_lease_t l;
+          if (shmsem_acquire(static_cast<shmsem_t *>(arg), &l) == 0)
+            shmsem_release(static_cast<shmsem_t *>(arg), &l);
+          return nullptr;
+        },
+        s);
     if (e != 0) {
       fprintf(stderr, "bench: pthread_create after %zu waiters: %s\n", started,
               strerror(e));
@@ -197,9 +202,11 @@ int watch_cost(int nwaiters, int seconds) {
     double c = cpu_seconds();
     uint64_t t = now_ns();
     for (int i = 0; i < passes; i++) shmsem_recover(s);
-    printf("one reclamation pass over %d queued slots: %.1f us wall, %.1f us CPU\n",
-           nthreads, double(now_ns() - t) / passes / 1000.0,
-           (cpu_seconds() - c) * 1e6 / passes);
+    printf(
+        "one reclamation pass over %d queued slots: %.1f us wall, %.1f us "
+        "CPU\n",
+        nthreads, double(now_ns() - t) / passes / 1000.0,
+        (cpu_seconds() - c) * 1e6 / passes);
   }
   const uint32_t queued = waiting(s);
   int tasks0 = 0, tasks1 = 0;
@@ -215,11 +222,12 @@ int watch_cost(int nwaiters, int seconds) {
     snprintf(tasks, sizeof tasks, "%d", tasks0);
   else
     snprintf(tasks, sizeof tasks, "%d->%d", tasks0, tasks1);
-  printf("%d waiter threads (%u queued) behind a live holder, %d s: %.0f "
-         "wake-ups/s in total (all %s threads of this process), %.2f%% of one "
-         "CPU\n",
-         nthreads, queued, seconds, double(v1 - v0) / seconds, tasks,
-         100.0 * (c1 - c0) / seconds);
+  printf(
+      "%d waiter threads (%u queued) behind a live holder, %d s: %.0f "
+      "wake-ups/s in total (all %s threads of this process), %.2f%% of one "
+      "CPU\n",
+      nthreads, queued, seconds, double(v1 - v0) / seconds, tasks,
+      100.0 * (c1 - c0) / seconds);
   shmsem_shutdown(s);  // fails every waiter: the threads end
   for (auto &t : threads) pthread_join(t, nullptr);
   kill(holder, SIGKILL);
@@ -234,14 +242,18 @@ int watch_cost(int nwaiters, int seconds) {
 int main(int argc, char **argv) {
   int runs = 50, waiters = 1000, seconds = 3;
   for (int i = 1; i + 1 < argc; i += 2) {
-    if (!strcmp(argv[i], "--runs")) runs = atoi(argv[i + 1]);
-    else if (!strcmp(argv[i], "--waiters")) waiters = atoi(argv[i + 1]);
-    else if (!strcmp(argv[i], "--seconds")) seconds = atoi(argv[i + 1]);
+    if (!strcmp(argv[i], "--runs"))
+      runs = atoi(argv[i + 1]);
+    else if (!strcmp(argv[i], "--waiters"))
+      waiters = atoi(argv[i + 1]);
+    else if (!strcmp(argv[i], "--seconds"))
+      seconds = atoi(argv[i + 1]);
   }
   const char *watch = getenv("SHMSEM_DEATH_WATCH");
   printf("SHMSEM_DEATH_WATCH=%s\n", watch ? watch : "(unset)");
   if (runs < 1 || waiters < 1 || seconds < 1) {
-    fprintf(stderr, "usage: %s [--runs N>=1] [--waiters N>=1] [--seconds N>=1]\n",
+    fprintf(stderr,
+            "usage: %s [--runs N>=1] [--waiters N>=1] [--seconds N>=1]\n",
             argv[0]);
     return 2;
   }

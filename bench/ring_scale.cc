@@ -140,11 +140,12 @@ int main(int argc, char **argv) {
     if ((r = shmsem_release(s, &l))) return fail("release", r);
   }
   double t_drain = now_s() - t0;
-  printf("ring_scale: %ld acquires pending on one ring (stat: %u waiting)\n",
-         n, st.waiting);
-  printf("  ours: %zu B of shmsem_waiter_t + %u B in the segment per waiter "
-         "(a slot and its index)\n",
-         sizeof(shmsem_waiter_t), 132u);
+  printf("ring_scale: %ld acquires pending on one ring (stat: %u waiting)\n", n,
+         st.waiting);
+  printf(
+      "  ours: %zu B of shmsem_waiter_t + %u B in the segment per waiter "
+      "(a slot and its index)\n",
+      sizeof(shmsem_waiter_t), 132u);
   if (have_slab)
     printf("  kernel: %.2f io_kiocb x %ld B per waiter (%ld more active)\n",
            double(k1 - k0) / double(n), ksz, k1 - k0);
@@ -155,10 +156,11 @@ int main(int argc, char **argv) {
            s1 - s0, double(s1 - s0) * 1024.0 / double(n));
   printf("  start+prep+submit: %.1f ms (%.2f us each)\n", t_start * 1e3,
          t_start * 1e6 / double(n));
-  printf("  drain in FIFO order: %.1f ms (%.2f us per grant-to-completion-"
-         "to-release), %ld out of order, %ld polls still queued, %ld ring timeouts fired\n",
-         t_drain * 1e3, t_drain * 1e6 / double(n), order_errors, spurious,
-         fired);
+  printf(
+      "  drain in FIFO order: %.1f ms (%.2f us per grant-to-completion-"
+      "to-release), %ld out of order, %ld polls still queued, %ld ring "
+      "timeouts fired\n",
+      t_drain * 1e3, t_drain * 1e6 / double(n), order_errors, spurious, fired);
   io_uring_queue_exit(&ring);
   shmsem_detach(s);
   return order_errors ? 1 : 0;

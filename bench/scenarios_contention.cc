@@ -87,8 +87,10 @@ void BM_Contention(benchmark::State &state) {
     store_and_wake(&ctl->go, 1);
     sleep_ns(kDurationNs);
     ctl->stop.store(1, std::memory_order_relaxed);
-    if (kids.wait_all(10'000'000'000u)) state.SkipWithError("child failed or hung");
-    if (ctl->unpinned.load()) state.SkipWithError("sched_setaffinity failed in a child");
+    if (kids.wait_all(10'000'000'000u))
+      state.SkipWithError("child failed or hung");
+    if (ctl->unpinned.load())
+      state.SkipWithError("sched_setaffinity failed in a child");
     uint64_t end = start;
     for (int i = 0; i < k; i++) end = std::max(end, per[i].end_ns);
     state.SetIterationTime(double(end - start) * 1e-9);
@@ -137,10 +139,15 @@ void KNPin(benchmark::internal::Benchmark *b,
 void KN(benchmark::internal::Benchmark *b) {
   KNPin(b, {{2, 1}, {4, 1}, {8, 1}, {8, 4}});
 }
-void K1(benchmark::internal::Benchmark *b) { KNPin(b, {{2, 1}, {4, 1}, {8, 1}}); }
+void K1(benchmark::internal::Benchmark *b) {
+  KNPin(b, {{2, 1}, {4, 1}, {8, 1}});
+}
 
-#define CONTENTION(A, ARGS) \
-  BENCHMARK_TEMPLATE(BM_Contention, A)->Apply(ARGS)->UseManualTime()->Iterations(1)
+#define CONTENTION(A, ARGS)            \
+  BENCHMARK_TEMPLATE(BM_Contention, A) \
+      ->Apply(ARGS)                    \
+      ->UseManualTime()                \
+      ->Iterations(1)
 CONTENTION(Shmsem, KN);
 CONTENTION(GlibcSem, KN);
 CONTENTION(SysV, KN);

@@ -85,7 +85,8 @@ void BM_Handoff(benchmark::State &state) {
     uint64_t release_ns;  // parent's stamp just before release
   };
   Shared *sh = shared_new<Shared>();
-  uint64_t *lat = static_cast<uint64_t *>(shared_alloc(iters * sizeof(uint64_t)));
+  uint64_t *lat =
+      static_cast<uint64_t *>(shared_alloc(iters * sizeof(uint64_t)));
   PinScope pin(0);
   uint64_t tok = a.acquire();
   Children kids;
@@ -119,7 +120,8 @@ void BM_Handoff(benchmark::State &state) {
   std::sort(lat, lat + i);
   if (i) {
     state.counters["p50_ns"] = double(lat[i / 2]);
-    state.counters["p99_ns"] = double(lat[std::min<uint64_t>(i - 1, i * 99 / 100)]);
+    state.counters["p99_ns"] =
+        double(lat[std::min<uint64_t>(i - 1, i * 99 / 100)]);
     state.counters["max_ns"] = double(lat[i - 1]);
   }
   shared_free(lat, iters * sizeof(uint64_t));
@@ -130,8 +132,11 @@ void PinArgs(benchmark::internal::Benchmark *b) {
   b->ArgName("same_core")->Arg(0)->Arg(1);
 }
 
-#define PINGPONG(A) \
-  BENCHMARK_TEMPLATE(BM_PingPong, A)->Apply(PinArgs)->UseRealTime()->MinTime(0.2)
+#define PINGPONG(A)                  \
+  BENCHMARK_TEMPLATE(BM_PingPong, A) \
+      ->Apply(PinArgs)               \
+      ->UseRealTime()                \
+      ->MinTime(0.2)
 PINGPONG(Shmsem);
 PINGPONG(ShmsemRing);
 PINGPONG(GlibcSem);
@@ -140,8 +145,11 @@ PINGPONG(Ticket);
 PINGPONG(RawFutex);
 PINGPONG(RawFutexTimed);
 
-#define HANDOFF(A) \
-  BENCHMARK_TEMPLATE(BM_Handoff, A)->Apply(PinArgs)->UseManualTime()->Iterations(2000)
+#define HANDOFF(A)                  \
+  BENCHMARK_TEMPLATE(BM_Handoff, A) \
+      ->Apply(PinArgs)              \
+      ->UseManualTime()             \
+      ->Iterations(2000)
 HANDOFF(Shmsem);
 HANDOFF(ShmsemRing);
 HANDOFF(GlibcSem);

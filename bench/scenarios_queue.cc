@@ -65,10 +65,12 @@ void BM_QueueHandoff(benchmark::State &state) {
       pthread_attr_setstacksize(&attr, kThreadStack);
       std::vector<pthread_t> th(q);
       for (auto &t : th)
-        if (pthread_create(&t, &attr, queue_thread<A>, &arg) != 0) die("pthread_create", errno);
+        if (pthread_create(&t, &attr, queue_thread<A>, &arg) != 0)
+          die("pthread_create", errno);
       for (auto &t : th) pthread_join(t, nullptr);
     });
-    while (sh->started.load(std::memory_order_relaxed) != q) sleep_ns(1'000'000);
+    while (sh->started.load(std::memory_order_relaxed) != q)
+      sleep_ns(1'000'000);
     sleep_ns(kWarmupNs);
     uint64_t c0 = sh->ops.load(), t0 = now_ns();
     double queued_sum = 0;
@@ -85,16 +87,21 @@ void BM_QueueHandoff(benchmark::State &state) {
     }
     uint64_t c1 = sh->ops.load(), t1 = now_ns();
     sh->stop.store(1);
-    if (kids.wait_all(30'000'000'000u)) state.SkipWithError("child failed or hung");
+    if (kids.wait_all(30'000'000'000u))
+      state.SkipWithError("child failed or hung");
     state.SetIterationTime(double(t1 - t0) * 1e-9);
-    state.counters["ns_per_pair"] = double(t1 - t0) / double(c1 > c0 ? c1 - c0 : 1);
+    state.counters["ns_per_pair"] =
+        double(t1 - t0) / double(c1 > c0 ? c1 - c0 : 1);
     if (samples) state.counters["mean_queued"] = queued_sum / samples;
   }
   shared_delete(sh);
 }
 
-#define QUEUE(A) \
-  BENCHMARK_TEMPLATE(BM_QueueHandoff, A)->ArgName("threads")->UseManualTime()->Iterations(1)
+#define QUEUE(A)                         \
+  BENCHMARK_TEMPLATE(BM_QueueHandoff, A) \
+      ->ArgName("threads")               \
+      ->UseManualTime()                  \
+      ->Iterations(1)
 QUEUE(Shmsem)->Arg(1)->Arg(101)->Arg(4001);
 QUEUE(GlibcSem)->Arg(1)->Arg(101)->Arg(4001);
 QUEUE(Ticket)->Arg(1)->Arg(101);

@@ -51,9 +51,21 @@ void BM_PairVsPermits(benchmark::State &state) {
   state.counters["ns_per_pair"] =
       double(now_ns() - t0) / double(state.iterations());
 }
-BENCHMARK_TEMPLATE(BM_PairVsPermits, Shmsem)->ArgName("N")->Arg(1)->Arg(64)->Arg(4096);
-BENCHMARK_TEMPLATE(BM_PairVsPermits, GlibcSem)->ArgName("N")->Arg(1)->Arg(64)->Arg(4096);
-BENCHMARK_TEMPLATE(BM_PairVsPermits, Ticket)->ArgName("N")->Arg(1)->Arg(64)->Arg(4096);
+BENCHMARK_TEMPLATE(BM_PairVsPermits, Shmsem)
+    ->ArgName("N")
+    ->Arg(1)
+    ->Arg(64)
+    ->Arg(4096);
+BENCHMARK_TEMPLATE(BM_PairVsPermits, GlibcSem)
+    ->ArgName("N")
+    ->Arg(1)
+    ->Arg(64)
+    ->Arg(4096);
+BENCHMARK_TEMPLATE(BM_PairVsPermits, Ticket)
+    ->ArgName("N")
+    ->Arg(1)
+    ->Arg(64)
+    ->Arg(4096);
 
 void BM_TryPairShmsem(benchmark::State &state) {
   Shmsem a;
@@ -119,7 +131,12 @@ void BM_PairVsProcesses(benchmark::State &state) {
   close(ready[0]);
   close(ready[1]);
 }
-BENCHMARK(BM_PairVsProcesses)->ArgName("procs")->Arg(1)->Arg(10)->Arg(100)->Arg(1000);
+BENCHMARK(BM_PairVsProcesses)
+    ->ArgName("procs")
+    ->Arg(1)
+    ->Arg(10)
+    ->Arg(100)
+    ->Arg(1000);
 
 void BM_ShmsemStat(benchmark::State &state) {
   Shmsem a;

@@ -72,11 +72,15 @@ int main(int argc, char **argv) {
   pthread_attr_setstacksize(&attr, 64 * 1024);
   std::vector<pthread_t> threads(kWaiters);
   for (auto &t : threads)
-    pthread_create(&t, &attr, [](void *arg) -> void * {
-      shmsem_lease_t l;
-      shmsem_acquire(static_cast<shmsem_t *>(arg), &l);  // -ESHUTDOWN at the end
-      return nullptr;
-    }, s);
+    pthread_create(
+        &t, &attr,
+        [](void *arg) -> void * {
+          shmsem_lease_t l;
+          shmsem_acquire(static_cast<shmsem_t *>(arg),
+                         &l);  // -ESHUTDOWN at the end
+          return nullptr;
+        },
+        s);
   for (;;) {
     struct shmsem_stat st;
     shmsem_stat(s, &st);
@@ -85,9 +89,10 @@ int main(int argc, char **argv) {
   }
   double text = time_command({argv[1], "status", name}, runs);
   double json = time_command({argv[1], "status", name, "--json"}, runs);
-  printf("shmsem status, %u permits held and %u waiters queued: text %.1f ms, "
-         "--json %.1f ms (median of %d runs, fork+exec included)\n",
-         kPermits, kWaiters, text, json, runs);
+  printf(
+      "shmsem status, %u permits held and %u waiters queued: text %.1f ms, "
+      "--json %.1f ms (median of %d runs, fork+exec included)\n",
+      kPermits, kWaiters, text, json, runs);
   shmsem_shutdown(s);
   for (auto &t : threads) pthread_join(t, nullptr);
   for (auto &l : held) shmsem_release(s, &l);

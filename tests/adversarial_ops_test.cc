@@ -40,8 +40,7 @@ TEST(AdversarialOps, TornLockFreeCountsAreNotReportedAsDamage) {
   Segment seg(2, 8);
   shmsem_t *s = seg.get();
   std::vector<uint64_t> saved;
-  for (uint32_t l = 0; l < 2; l++)
-    saved.push_back(s->leases[l].word.load());
+  for (uint32_t l = 0; l < 2; l++) saved.push_back(s->leases[l].word.load());
   for (uint32_t state : {detail::kLeaseLoose, detail::kLeaseHeldFast}) {
     for (uint32_t l = 0; l < 2; l++)
       s->leases[l].word.store(
@@ -50,7 +49,8 @@ TEST(AdversarialOps, TornLockFreeCountsAreNotReportedAsDamage) {
       shmsem_t *h = flags ? seg.open_again(flags) : s;
       ASSERT_NE(h, nullptr);
       struct shmsem_inspection in;
-      EXPECT_EQ(inspect_rc(h, &in), 0) << "flags " << flags << " state " << state;
+      EXPECT_EQ(inspect_rc(h, &in), 0)
+          << "flags " << flags << " state " << state;
       EXPECT_EQ(in.stat.available + in.stat.held, 4u);  // what was read, shown
       if (flags) shmsem_detach(h);
     }
@@ -91,7 +91,8 @@ TEST(AdversarialOps, InspectWaitsForALiveLockHolderAboutFiftyMilliseconds) {
     EXPECT_EQ(inspect_rc(s, &in), 0);
     auto took = std::chrono::duration_cast<std::chrono::milliseconds>(
         std::chrono::steady_clock::now() - t0);
-    EXPECT_LT(took.count(), 500) << "ms; the lock's floor for a running holder is 1 s";
+    EXPECT_LT(took.count(), 500)
+        << "ms; the lock's floor for a running holder is 1 s";
   }
   EXPECT_EQ(s->core->lock_word.load() & detail::kLockTidMask,
             uint32_t(spinner));  // a monitor changes nothing

@@ -260,7 +260,8 @@ TEST(Lease, UncontendedPathMakesNoSystemCall) {
   ssize_t n = read(fds[0], &bad, sizeof bad);
   close(fds[0]);
   waitpid(child, &status, 0);
-  ASSERT_EQ(n, ssize_t(sizeof bad)) << "the child was killed: it made a system call";
+  ASSERT_EQ(n, ssize_t(sizeof bad))
+      << "the child was killed: it made a system call";
   EXPECT_EQ(bad, 0);
   EXPECT_TRUE(WIFEXITED(status)) << "killed by signal " << WTERMSIG(status);
   EXPECT_COUNTS(seg.get(), 2, 0, 0, 0);
@@ -379,9 +380,9 @@ TEST(Abi, PublicStructSizesArePinned) {
   EXPECT_EQ(sizeof(shmsem_lease_t), 24u);
   EXPECT_EQ(sizeof(shmsem_config), 48u);
   EXPECT_EQ(sizeof(shmsem_cancel_t), 48u);
-  EXPECT_EQ(sizeof(struct shmsem_stat),
-            32u + 8 * 8 + 8 * SHMSEM_HIST_BUCKETS + 8 * SHMSEM_HOLD_BUCKETS +
-                2 * 8 + 64);
+  EXPECT_EQ(sizeof(struct shmsem_stat), 32u + 8 * 8 + 8 * SHMSEM_HIST_BUCKETS +
+                                            8 * SHMSEM_HOLD_BUCKETS + 2 * 8 +
+                                            64);
   EXPECT_EQ(sizeof(detail::LeaseRecord), 64u);
   EXPECT_EQ(sizeof(detail::WaiterSlot), 128u);
   EXPECT_EQ(offsetof(detail::WaiterSlot, owner), 64u) << "owner on line 2";
@@ -391,7 +392,7 @@ TEST(Abi, PublicStructSizesArePinned) {
 TEST(Stat, WaitQuantileReadsTheHistogram) {
   struct shmsem_stat st {};
   EXPECT_EQ(shmsem_stat_wait_quantile(&st, 0.5), 0u);
-  st.wait_hist[0] = 90;  // 0 ns
+  st.wait_hist[0] = 90;                              // 0 ns
   st.wait_hist[shmsem_hist_bucket(1'500'000)] = 10;  // [1.44, 1.57) ms
   EXPECT_EQ(shmsem_stat_wait_quantile(&st, 0.5), 0u);
   EXPECT_EQ(shmsem_stat_wait_quantile(&st, 0.99), (12u << 17) - 1);

@@ -310,12 +310,12 @@ class Ring {
   bool ok_ = false;
 };
 
-#define REQUIRE_RING_FUTEX()                                                  \
-  do {                                                                        \
-    if (shmsem_uring_probe() != 0)                                            \
+#define REQUIRE_RING_FUTEX()                                                 \
+  do {                                                                       \
+    if (shmsem_uring_probe() != 0)                                           \
       GTEST_SKIP() << "this kernel has no IORING_OP_FUTEX_WAIT (Linux 6.7+)" \
-                      " or io_uring is disabled: shmsem_uring_probe() == "    \
-                   << shmsem_uring_probe();                                   \
+                      " or io_uring is disabled: shmsem_uring_probe() == "   \
+                   << shmsem_uring_probe();                                  \
   } while (0)
 
 TEST(Uring, ProbeSaysWhetherTheKernelWaitsOnFutexesInARing) {
@@ -680,7 +680,8 @@ TEST(Uring, ShutdownFailsEveryPendingRingWait) {
   std::vector<shmsem_waiter_t> w(kN);
   ASSERT_NO_FATAL_FAILURE(start_all(seg.get(), &ring, &w));
   Children kids;
-  pid_t pid = kids.spawn([&] { return shmsem_shutdown(seg.get()) == kN ? 0 : 1; });
+  pid_t pid =
+      kids.spawn([&] { return shmsem_shutdown(seg.get()) == kN ? 0 : 1; });
   ASSERT_EQ(kids.wait(pid), 0);
   Loop loop(&ring, &w);
   for (int done = 0; done < kN;) {

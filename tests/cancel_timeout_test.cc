@@ -21,8 +21,6 @@ namespace {
 
 constexpr uint64_t kMs = 1'000'000;
 
-
-
 // A relative timeout is measured from the call, on the monotonic clock
 // (the manual one here): 5 ms after it, not before, the wait ends.
 TEST(Timeout, AcquireForEndsItsTimeoutAfterTheCall) {
@@ -32,7 +30,8 @@ TEST(Timeout, AcquireForEndsItsTimeoutAfterTheCall) {
   shmsem_lease_t held;
   ASSERT_EQ(shmsem_acquire_n(s, 2, &held), 0);
   WaiterThread w;
-  w.start(1, [&](shmsem_lease_t *l) { return shmsem_acquire_for(s, 5 * kMs, l); });
+  w.start(1,
+          [&](shmsem_lease_t *l) { return shmsem_acquire_for(s, 5 * kMs, l); });
   ASSERT_TRUE(waiting_is(s, 1));
   clock.advance(4 * kMs);
   EXPECT_FALSE(w.done.load());  // not yet: 1 ms to go (it polls every 1 ms)
@@ -77,7 +76,9 @@ TEST(Timeout, GrantWinsOverAFiredTimeoutAndTheCallerOwnsTheLease) {
   ASSERT_EQ(shmsem_acquire(s, &held), 0);
   timespec deadline = clock.deadline_in(5 * kMs);
   WaiterThread w;
-  w.start(1, [&](shmsem_lease_t *l) { return shmsem_acquire_until(s, &deadline, l); });
+  w.start(1, [&](shmsem_lease_t *l) {
+    return shmsem_acquire_until(s, &deadline, l);
+  });
   ASSERT_TRUE(waiting_is(s, 1));
   clock.advance(10 * kMs);
   ASSERT_TRUE(gate.wait_arrived(fired));  // timeout fired, not yet run
@@ -105,7 +106,9 @@ TEST(Timeout, TimeoutWinsAndThePermitGoesToTheNextWaiter) {
   ASSERT_EQ(shmsem_acquire(s, &held), 0);
   timespec deadline = clock.deadline_in(5 * kMs);
   WaiterThread first, second;
-  first.start(1, [&](shmsem_lease_t *l) { return shmsem_acquire_until(s, &deadline, l); });
+  first.start(1, [&](shmsem_lease_t *l) {
+    return shmsem_acquire_until(s, &deadline, l);
+  });
   ASSERT_TRUE(waiting_is(s, 1));
   second.start(2, [&](shmsem_lease_t *l) { return shmsem_acquire(s, l); });
   ASSERT_TRUE(waiting_is(s, 2));
@@ -137,7 +140,9 @@ TEST(Timeout, DeadlinePassingAfterTheGrantStillReturnsTheLease) {
   ASSERT_EQ(shmsem_acquire(s, &held), 0);
   timespec deadline = clock.deadline_in(5 * kMs);
   WaiterThread w;
-  w.start(1, [&](shmsem_lease_t *l) { return shmsem_acquire_until(s, &deadline, l); });
+  w.start(1, [&](shmsem_lease_t *l) {
+    return shmsem_acquire_until(s, &deadline, l);
+  });
   ASSERT_TRUE(waiting_is(s, 1));
   std::thread releaser([&] {
     HookGate::tag_this_thread(2);
@@ -162,7 +167,9 @@ TEST(Timeout, PermitIsAvailableAgainAfterTheWaiterTimedOut) {
   ASSERT_EQ(shmsem_acquire(s, &held), 0);
   timespec deadline = clock.deadline_in(kMs);
   WaiterThread w;
-  w.start(1, [&](shmsem_lease_t *x) { return shmsem_acquire_until(s, &deadline, x); });
+  w.start(1, [&](shmsem_lease_t *x) {
+    return shmsem_acquire_until(s, &deadline, x);
+  });
   ASSERT_TRUE(waiting_is(s, 1));
   clock.advance(2 * kMs);
   w.join();
@@ -198,11 +205,15 @@ TEST(Timeout, RealClockDeadlineExpires) {
   timespec d;
   clock_gettime(CLOCK_MONOTONIC, &d);
   d.tv_nsec += 20 * long(kMs);
-  if (d.tv_nsec >= 1'000'000'000) { d.tv_sec++; d.tv_nsec -= 1'000'000'000; }
+  if (d.tv_nsec >= 1'000'000'000) {
+    d.tv_sec++;
+    d.tv_nsec -= 1'000'000'000;
+  }
   EXPECT_EQ(shmsem_acquire_until(s, &d, &l), -ETIMEDOUT);
   timespec now;
   clock_gettime(CLOCK_MONOTONIC, &now);
-  EXPECT_TRUE(now.tv_sec > d.tv_sec || (now.tv_sec == d.tv_sec && now.tv_nsec >= d.tv_nsec));
+  EXPECT_TRUE(now.tv_sec > d.tv_sec ||
+              (now.tv_sec == d.tv_sec && now.tv_nsec >= d.tv_nsec));
   EXPECT_COUNTS(s, 0, 1, 0, 0);
   EXPECT_EQ(shmsem_release(s, &held), 0);
 }
@@ -215,7 +226,9 @@ TEST(Cancel, CancelledHeadIsSkipped) {
   shmsem_cancel_t c;
   shmsem_cancel_init(&c);
   WaiterThread head, next;
-  head.start(1, [&](shmsem_lease_t *l) { return shmsem_acquire_ex(s, nullptr, &c, 0, l); });
+  head.start(1, [&](shmsem_lease_t *l) {
+    return shmsem_acquire_ex(s, nullptr, &c, 0, l);
+  });
   ASSERT_TRUE(waiting_is(s, 1));
   next.start(2, [&](shmsem_lease_t *l) { return shmsem_acquire(s, l); });
   ASSERT_TRUE(waiting_is(s, 2));
@@ -244,7 +257,9 @@ TEST(Cancel, CancelledMiddleWaiterIsSkippedAndTheRestProgress) {
   WaiterThread a, b, d;
   a.start(1, [&](shmsem_lease_t *l) { return shmsem_acquire(s, l); });
   ASSERT_TRUE(waiting_is(s, 1));
-  b.start(2, [&](shmsem_lease_t *l) { return shmsem_acquire_ex(s, nullptr, &c, 0, l); });
+  b.start(2, [&](shmsem_lease_t *l) {
+    return shmsem_acquire_ex(s, nullptr, &c, 0, l);
+  });
   ASSERT_TRUE(waiting_is(s, 2));
   d.start(3, [&](shmsem_lease_t *l) { return shmsem_acquire(s, l); });
   ASSERT_TRUE(waiting_is(s, 3));
@@ -274,7 +289,9 @@ TEST(Cancel, GrantWinsOverALateCancel) {
   shmsem_cancel_t c;
   shmsem_cancel_init(&c);
   WaiterThread w;
-  w.start(1, [&](shmsem_lease_t *l) { return shmsem_acquire_ex(s, nullptr, &c, 0, l); });
+  w.start(1, [&](shmsem_lease_t *l) {
+    return shmsem_acquire_ex(s, nullptr, &c, 0, l);
+  });
   ASSERT_TRUE(waiting_is(s, 1));
   std::thread releaser([&] {
     HookGate::tag_this_thread(2);

@@ -21,8 +21,6 @@ shmsem_config config(uint32_t permits, uint32_t max_permits) {
   return c;
 }
 
-
-
 TEST(Capacity, ZeroConfigIsAPlainSemaphoreAtItsMaximum) {
   Segment seg(3);
   struct shmsem_stat st = stat_of(seg.get());
@@ -75,7 +73,8 @@ TEST(Capacity, GrowHandsTheNewPermitsToWaitersInFifoOrder) {
   b.join();
   EXPECT_EQ(b_done.load(), 1);
   EXPECT_COUNTS(s, 0, 3, 0, 0);
-  for (shmsem_lease_t *l : {&held, &la, &lb}) ASSERT_EQ(shmsem_release(s, l), 0);
+  for (shmsem_lease_t *l : {&held, &la, &lb})
+    ASSERT_EQ(shmsem_release(s, l), 0);
   EXPECT_COUNTS(s, 3, 0, 0, 0);
   EXPECT_INVARIANTS(s);
 }
@@ -229,8 +228,8 @@ TEST(Capacity, BadConfigurationsAreInvalid) {
 // Killed in the middle of a resize (fault injection): the next lock holder
 // repairs, finishing the resize from the committed capacity.
 TEST(Capacity, ResizeKilledAtEachStepIsFinishedByRepair) {
-  for (auto point : {testing::HookPoint::CAPACITY_SET,
-                     testing::HookPoint::CAPACITY_ONE}) {
+  for (auto point :
+       {testing::HookPoint::CAPACITY_SET, testing::HookPoint::CAPACITY_ONE}) {
     for (uint32_t target : {1u, 4u}) {
       Segment seg(config(2, 4));
       shmsem_t *s = seg.get();
@@ -244,9 +243,11 @@ TEST(Capacity, ResizeKilledAtEachStepIsFinishedByRepair) {
         shmsem_t *c = seg.open_again();
         static testing::HookPoint at;
         at = point;
-        testing::set_hook([](testing::HookPoint hp, void *) {
-          if (hp == at) raise(SIGKILL);
-        }, nullptr);
+        testing::set_hook(
+            [](testing::HookPoint hp, void *) {
+              if (hp == at) raise(SIGKILL);
+            },
+            nullptr);
         shmsem_set_permits(c, target);
         return 0;
       });

@@ -42,9 +42,8 @@ enum Counter {
   kCounters
 };
 const char *const kNames[kCounters] = {
-    "acquisitions",     "timeouts",          "cancellations",
-    "queue_full",       "shutdown_failures", "reclaimed_holders",
-    "reclaimed_waiters", "repairs"};
+    "acquisitions",      "timeouts",          "cancellations",     "queue_full",
+    "shutdown_failures", "reclaimed_holders", "reclaimed_waiters", "repairs"};
 
 struct Tally {
   uint64_t v[kCounters];
@@ -80,8 +79,6 @@ class Counters {
   Tally last_;
 };
 
-
-
 const timespec kPast{0, 0};
 
 // --- acquisitions ------------------------------------------------------------
@@ -111,9 +108,8 @@ TEST(Counters, AcquisitionsCountEverySuccessfulAcquireOnce) {
   c.expect("acquire_until, past deadline, permit free", {{kAcquisitions, 1}});
   shmsem_cancel_t cancel;
   shmsem_cancel_init(&cancel);
-  ASSERT_EQ(shmsem_acquire_ex(s, nullptr, &cancel, SHMSEM_WAIT_INTERRUPTIBLE,
-                              &b),
-            0);
+  ASSERT_EQ(
+      shmsem_acquire_ex(s, nullptr, &cancel, SHMSEM_WAIT_INTERRUPTIBLE, &b), 0);
   c.expect("acquire_ex", {{kAcquisitions, 1}});
   ASSERT_EQ(shmsem_release(s, &a), 0);
   ASSERT_EQ(shmsem_release(s, &b), 0);
@@ -264,7 +260,8 @@ TEST(Counters, TimeoutsCountEveryAcquireThatEndsInEtimedout) {
   EXPECT_INVARIANTS(s);
 }
 
-// --- cancellations -------------------------------------------------------------
+// --- cancellations
+// -------------------------------------------------------------
 
 // The bug this suite was written for: an acquire that fails at once because
 // its handle was already fired returned -ECANCELED without counting it (a
@@ -284,8 +281,7 @@ TEST(Counters, AcquireWithAnAlreadyFiredHandleCountsOneCancellation) {
   c.expect("fired handle, acquire_ex_n", {{kCancellations, 1}});
   // Fired handle and a past deadline: -ECANCELED, counted as such only.
   timespec past = kPast;
-  EXPECT_EQ(shmsem_acquire_ex(s, &past, &cancel, SHMSEM_WAIT_INTERRUPTIBLE,
-                              &l),
+  EXPECT_EQ(shmsem_acquire_ex(s, &past, &cancel, SHMSEM_WAIT_INTERRUPTIBLE, &l),
             -ECANCELED);
   c.expect("fired handle, past deadline", {{kCancellations, 1}});
   // A read-only handle cannot count (nor acquire): -EBADF, nothing counted.
@@ -482,7 +478,8 @@ TEST(Counters, CancellationsCountAThreadCancelledInTheQueue) {
   EXPECT_INVARIANTS(s);
 }
 
-// --- queue_full -----------------------------------------------------------------
+// --- queue_full
+// -----------------------------------------------------------------
 
 TEST(Counters, QueueFullCountsEveryEbusyRejection) {
   Segment seg(1, /*max_waiters=*/1);
@@ -509,9 +506,9 @@ TEST(Counters, QueueFullCountsEveryEbusyRejection) {
   c.expect("acquire_until_n", {{kQueueFull, 1}});
   shmsem_cancel_t cancel;
   shmsem_cancel_init(&cancel);
-  EXPECT_EQ(shmsem_acquire_ex(s, nullptr, &cancel, SHMSEM_WAIT_INTERRUPTIBLE,
-                              &l),
-            -EBUSY);
+  EXPECT_EQ(
+      shmsem_acquire_ex(s, nullptr, &cancel, SHMSEM_WAIT_INTERRUPTIBLE, &l),
+      -EBUSY);
   c.expect("acquire_ex", {{kQueueFull, 1}});
   EXPECT_EQ(shmsem_acquire_ex_n(s, 1, &later, nullptr, 0, &l), -EBUSY);
   c.expect("acquire_ex_n", {{kQueueFull, 1}});
@@ -537,7 +534,8 @@ TEST(Counters, QueueFullCountsEveryEbusyRejection) {
   EXPECT_INVARIANTS(s);
 }
 
-// --- shutdown_failures ------------------------------------------------------------
+// --- shutdown_failures
+// ------------------------------------------------------------
 
 TEST(Counters, ShutdownFailuresCountTheQueuedWaitersShutdownFailed) {
   Segment seg(1);
@@ -586,7 +584,8 @@ TEST(Counters, ShutdownFailuresCountTheQueuedWaitersShutdownFailed) {
   EXPECT_INVARIANTS(s);
 }
 
-// --- reclaimed_holders / reclaimed_waiters -----------------------------------------
+// --- reclaimed_holders / reclaimed_waiters
+// -----------------------------------------
 
 // A child that takes leases, says so, and waits to be killed.
 struct Board {
@@ -669,7 +668,8 @@ TEST(Counters, ReclaimedWaitersCountTheSlotsOfDeadWaiters) {
   }
 }
 
-// --- repairs -------------------------------------------------------------------
+// --- repairs
+// -------------------------------------------------------------------
 
 int g_kill_at = -1;
 void kill_at_hook(HookPoint p, void *) {
@@ -713,7 +713,8 @@ TEST(Counters, RepairsCountEachTakeoverOfTheLockFromADeadHolder) {
   }
 }
 
-// --- waiters that leave the queue without the lock ------------------------------
+// --- waiters that leave the queue without the lock
+// ------------------------------
 
 // A waiter whose limit runs out while another process holds the segment
 // lock leaves without it (waiter.cc leave_unlocked): it cannot count its
@@ -953,7 +954,8 @@ TEST(Counters, ShutDownWaiterLeavingWithoutTheLockIsNotCountedAgain) {
   EXPECT_INVARIANTS(s);
 }
 
-// --- reclaimed_holders: a dead waiter's weighted grant ---------------------------
+// --- reclaimed_holders: a dead waiter's weighted grant
+// ---------------------------
 
 // The regression: a dead waiter granted n permits (GRANTED, not consumed)
 // counted 1 in reclaimed_holders and in shmsem_recover's return.
@@ -1005,7 +1007,8 @@ TEST(Counters, ReclaimedHoldersCountEveryPermitOfADeadWaitersWeightedGrant) {
   }
 }
 
-// --- shutdown_failures: repair finishing a shutdown ------------------------------
+// --- shutdown_failures: repair finishing a shutdown
+// ------------------------------
 
 // The regression: the lock holder killed inside shmsem_shutdown after it
 // failed one waiter; the repair that closes the others counted none of them.

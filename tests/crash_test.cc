@@ -56,20 +56,43 @@ bool is_create_point(int point) {
     case HookPoint::CREATE_INITIALISED:
     case HookPoint::CREATE_LINKED:
     case HookPoint::SNAPSHOT_COPY:
-    case HookPoint::INSPECT_SCANNED: return true;
-    default: return false;
+    case HookPoint::INSPECT_SCANNED:
+      return true;
+    default:
+      return false;
   }
 }
 
 // The victim's script, one step per operation; `op` names the step running.
-enum Op { kOpFast, kOpReleaseToWaiters, kOpQueued, kOpTimeout, kOpCancel,
-          kOpReclaim, kOpHandoff, kOpRepair, kOpShutdown, kOpAsync,
-          kOpWeighted, kOpPartial, kOpResize, kOpCount };
-const char *const kOpNames[] = {"fast-acquire", "release-to-waiters",
-                                "queued-acquire", "timeout", "cancel",
-                                "reclaim", "lock-free-handoff", "repair",
-                                "shutdown", "async", "weighted",
-                                "partial-reservation", "resize"};
+enum Op {
+  kOpFast,
+  kOpReleaseToWaiters,
+  kOpQueued,
+  kOpTimeout,
+  kOpCancel,
+  kOpReclaim,
+  kOpHandoff,
+  kOpRepair,
+  kOpShutdown,
+  kOpAsync,
+  kOpWeighted,
+  kOpPartial,
+  kOpResize,
+  kOpCount
+};
+const char *const kOpNames[] = {"fast-acquire",
+                                "release-to-waiters",
+                                "queued-acquire",
+                                "timeout",
+                                "cancel",
+                                "reclaim",
+                                "lock-free-handoff",
+                                "repair",
+                                "shutdown",
+                                "async",
+                                "weighted",
+                                "partial-reservation",
+                                "resize"};
 
 struct Board {
   std::atomic<int> op{-1};         // victim's current step
@@ -77,9 +100,10 @@ struct Board {
   std::atomic<int> holding{0};     // victim holds all N permits
   std::atomic<int> survivors_started{0};
   std::atomic<int> blocker_ready{0};
-  std::atomic<int> step{0};            // victim's timeout/cancel rounds started
-  std::atomic<int> step_done{0};       // ... and finished
-  std::atomic<int> victim_queued{0};   // times the victim reached ACQUIRE_ENQUEUED
+  std::atomic<int> step{0};       // victim's timeout/cancel rounds started
+  std::atomic<int> step_done{0};  // ... and finished
+  std::atomic<int> victim_queued{
+      0};  // times the victim reached ACQUIRE_ENQUEUED
 };
 
 // Process-local kill switch read by the hook.
@@ -110,16 +134,19 @@ void queue_behind(shmsem_t *s) {
     if (shmsem_acquire_until(s, &d, &x) == 0) shmsem_release(s, &x);
     _exit(0);
   }
-  wait_until([&] {
-    struct shmsem_stat st;
-    return shmsem_stat(s, &st) == 0 && st.waiting >= 1;
-  }, std::chrono::seconds(10));
+  wait_until(
+      [&] {
+        struct shmsem_stat st;
+        return shmsem_stat(s, &st) == 0 && st.waiting >= 1;
+      },
+      std::chrono::seconds(10));
 }
 
 void kill_hook(HookPoint p, void *) {
   if (p == HookPoint::FAST_RELEASE_NAMED && g_cross.armed)
     queue_behind(g_cross.s);
-  if (p == HookPoint::ACQUIRE_ENQUEUED && g_kill.board) g_kill.board->victim_queued++;
+  if (p == HookPoint::ACQUIRE_ENQUEUED && g_kill.board)
+    g_kill.board->victim_queued++;
   if (int(p) != g_kill.point || --g_kill.countdown != 0) return;
   g_kill.board->killed_at = int(p);
   if (g_kill.sigkill) raise(SIGKILL);
@@ -150,15 +177,19 @@ void spawn_blocker(shmsem_t *s, uint32_t permits, Board *b, long hold_us,
     for (uint32_t i = 0; i < permits; i++) shmsem_acquire(s, &x[i]);
     b->blocker_ready = 1;
     if (until_closed)
-      wait_until([&] {
-        struct shmsem_stat st;
-        return shmsem_stat(s, &st) == 0 && st.closed;
-      }, std::chrono::seconds(10));
+      wait_until(
+          [&] {
+            struct shmsem_stat st;
+            return shmsem_stat(s, &st) == 0 && st.closed;
+          },
+          std::chrono::seconds(10));
     else if (until_step_done)  // or until the victim was killed
-      wait_until([&] {
-        return b->step_done.load() >= until_step_done ||
-               b->killed_at.load() >= 0;
-      }, std::chrono::seconds(10));
+      wait_until(
+          [&] {
+            return b->step_done.load() >= until_step_done ||
+                   b->killed_at.load() >= 0;
+          },
+          std::chrono::seconds(10));
     else
       std::this_thread::sleep_for(std::chrono::microseconds(hold_us));
     for (uint32_t i = 0; i < permits; i++) shmsem_release(s, &x[i]);
@@ -189,11 +220,13 @@ void victim_script(const std::string &name, uint32_t permits, Board *b,
   // Survivors queue behind us; release hands our permits to them.
   wait_until([&] { return b->survivors_started.load() == 2; },
              std::chrono::seconds(5));
-  wait_until([&] {
-    struct shmsem_stat st;
-    shmsem_stat(s, &st);
-    return st.waiting >= 1;
-  }, std::chrono::milliseconds(200));
+  wait_until(
+      [&] {
+        struct shmsem_stat st;
+        shmsem_stat(s, &st);
+        return st.waiting >= 1;
+      },
+      std::chrono::milliseconds(200));
   for (uint32_t i = 0; i < permits; i++)
     if (shmsem_release(s, &l[i]) != 0) _exit(22);
 
@@ -215,8 +248,10 @@ void victim_script(const std::string &name, uint32_t permits, Board *b,
     timespec d = in_us(5000);
     int r = shmsem_acquire_until(s, &d, &l[0]);
     b->step_done = round;
-    if (r == 0) shmsem_release(s, &l[0]);
-    else if (r != -ETIMEDOUT) _exit(25);
+    if (r == 0)
+      shmsem_release(s, &l[0]);
+    else if (r != -ETIMEDOUT)
+      _exit(25);
   }
 
   b->op = kOpCancel;
@@ -234,8 +269,10 @@ void victim_script(const std::string &name, uint32_t permits, Board *b,
     int r = shmsem_acquire_ex(s, nullptr, &c, 0, &l[0]);
     b->step_done = round;
     canceller.join();
-    if (r == 0) shmsem_release(s, &l[0]);
-    else if (r != -ECANCELED) _exit(26);
+    if (r == 0)
+      shmsem_release(s, &l[0]);
+    else if (r != -ECANCELED)
+      _exit(26);
   }
 
   b->op = kOpReclaim;
@@ -269,9 +306,11 @@ void victim_script(const std::string &name, uint32_t permits, Board *b,
       g_kill.point = int(HookPoint::ACQUIRE_LOCKED);
       g_kill.countdown = 1;
       g_kill.sigkill = true;
-      testing::set_hook([](HookPoint p, void *) {
-        if (int(p) == g_kill.point) raise(SIGKILL);
-      }, nullptr);
+      testing::set_hook(
+          [](HookPoint p, void *) {
+            if (int(p) == g_kill.point) raise(SIGKILL);
+          },
+          nullptr);
       shmsem_lease_t x;
       shmsem_acquire(s, &x);
       _exit(0);
@@ -316,7 +355,8 @@ int async_wait(shmsem_waiter_t *w, shmsem_lease_t *l) {
     if (shmsem_waiter_futex(w, &word, &value) || shmsem_waiter_wake_by(w, &at))
       return -EPROTO;
     timespec rel = in_us(0);
-    long ns = (at.tv_sec - rel.tv_sec) * 1'000'000'000L + (at.tv_nsec - rel.tv_nsec);
+    long ns =
+        (at.tv_sec - rel.tv_sec) * 1'000'000'000L + (at.tv_nsec - rel.tv_nsec);
     ns = std::clamp(ns, 0L, 10'000'000L);
     rel = timespec{0, ns};
     syscall(SYS_futex, word, FUTEX_WAIT, value, &rel, nullptr, 0);
@@ -371,8 +411,7 @@ void async_script(const std::string &name, uint32_t permits, Board *b) {
 // A grandchild that holds all N permits, gives one back once the victim
 // has queued (so that it becomes the victim's partial reservation), and
 // the rest when the round is over (or the victim died).
-void spawn_partial_blocker(shmsem_t *s, uint32_t permits, Board *b,
-                           int round) {
+void spawn_partial_blocker(shmsem_t *s, uint32_t permits, Board *b, int round) {
   b->blocker_ready = 0;
   if (fork() == 0) {
     g_kill.point = -1;
@@ -381,13 +420,17 @@ void spawn_partial_blocker(shmsem_t *s, uint32_t permits, Board *b,
     for (uint32_t i = 0; i < permits; i++) shmsem_acquire(s, &x[i]);
     int queued = b->victim_queued.load();
     b->blocker_ready = 1;
-    wait_until([&] {
-      return b->victim_queued.load() > queued || b->killed_at.load() >= 0;
-    }, std::chrono::seconds(10));
+    wait_until(
+        [&] {
+          return b->victim_queued.load() > queued || b->killed_at.load() >= 0;
+        },
+        std::chrono::seconds(10));
     shmsem_release(s, &x[0]);
-    wait_until([&] {
-      return b->step_done.load() >= round || b->killed_at.load() >= 0;
-    }, std::chrono::seconds(10));
+    wait_until(
+        [&] {
+          return b->step_done.load() >= round || b->killed_at.load() >= 0;
+        },
+        std::chrono::seconds(10));
     for (uint32_t i = 1; i < permits; i++) shmsem_release(s, &x[i]);
     _exit(0);
   }
@@ -419,8 +462,10 @@ void weighted_script(const std::string &name, uint32_t permits, Board *b) {
     timespec d = in_us(5000);
     int r = shmsem_acquire_until_n(s, permits, &d, &l[0]);
     b->step_done = round;
-    if (r == 0) shmsem_release(s, &l[0]);
-    else if (r != -ETIMEDOUT) _exit(25);
+    if (r == 0)
+      shmsem_release(s, &l[0]);
+    else if (r != -ETIMEDOUT)
+      _exit(25);
   }
 
   b->op = kOpResize;
@@ -439,7 +484,8 @@ int survivor(const std::string &name, Board *b) {
   shmsem_t *s = nullptr;
   if (shmsem_open(name.c_str(), 0, &s) != 0) return 30;
   // Start once the victim holds everything, or died before it could.
-  wait_until([&] { return b->holding.load() == 1 || b->killed_at.load() >= 0; });
+  wait_until(
+      [&] { return b->holding.load() == 1 || b->killed_at.load() >= 0; });
   b->survivors_started++;
   for (int i = 0; i < 3; i++) {
     shmsem_lease_t l;
@@ -493,11 +539,11 @@ CaseResult run_case(int point, int nth, bool sigkill, uint32_t permits,
   int vr = kids.wait(victim, std::chrono::seconds(60));
   res.reached = board->killed_at.load() == point;
   res.op = board->op.load();
-  std::string where = std::string(testing::hook_name(HookPoint(point))) +
-                      " #" + std::to_string(nth) + " in " +
-                      (res.op >= 0 && res.op < kOpCount ? kOpNames[res.op] : "-") +
-                      (sigkill ? " (SIGKILL)" : " (_exit)") + " N=" +
-                      std::to_string(permits);
+  std::string where =
+      std::string(testing::hook_name(HookPoint(point))) + " #" +
+      std::to_string(nth) + " in " +
+      (res.op >= 0 && res.op < kOpCount ? kOpNames[res.op] : "-") +
+      (sigkill ? " (SIGKILL)" : " (_exit)") + " N=" + std::to_string(permits);
   if (res.reached)
     EXPECT_EQ(vr, sigkill ? 128 + SIGKILL : 99) << where;
   else
@@ -543,31 +589,34 @@ TEST(Crash, FaultInjectionAtEveryHookPointOfEveryOperation) {
   for (int point = 0; point < kPoints; point++)
     for (int nth = 1; nth <= seeds; nth++)
       if (!is_create_point(point))
-      for (uint32_t permits : {1u, 2u})
-      for (bool sigkill : {true, false}) {
-        bool shutdown = true;
-        if (point == int(HookPoint::CAPACITY_SET) ||
-            point == int(HookPoint::CAPACITY_ONE))
-          continue;  // the weighted script's (below)
-        CaseResult r = run_case(point, nth, sigkill, permits, shutdown);
-        ran++;
-        if (r.reached) {
-          reached++;
-          per_op[r.op]++;
-          per_point[point]++;
-        }
-        if (::testing::Test::HasFailure()) {
-          ADD_FAILURE() << "stopping after the first failing case";
-          return;
-        }
-      }
+        for (uint32_t permits : {1u, 2u})
+          for (bool sigkill : {true, false}) {
+            bool shutdown = true;
+            if (point == int(HookPoint::CAPACITY_SET) ||
+                point == int(HookPoint::CAPACITY_ONE))
+              continue;  // the weighted script's (below)
+            CaseResult r = run_case(point, nth, sigkill, permits, shutdown);
+            ran++;
+            if (r.reached) {
+              reached++;
+              per_op[r.op]++;
+              per_point[point]++;
+            }
+            if (::testing::Test::HasFailure()) {
+              ADD_FAILURE() << "stopping after the first failing case";
+              return;
+            }
+          }
   std::string summary;
   for (int op = 0; op < kOpCount; op++)
-    summary += std::string(kOpNames[op]) + "=" + std::to_string(per_op[op]) + " ";
+    summary +=
+        std::string(kOpNames[op]) + "=" + std::to_string(per_op[op]) + " ";
   ::testing::Test::RecordProperty("cases_run", ran);
   ::testing::Test::RecordProperty("cases_killed", reached);
-  printf("fault injection: %d cases run, %d killed at their point; by operation: %s\n",
-         ran, reached, summary.c_str());
+  printf(
+      "fault injection: %d cases run, %d killed at their point; by operation: "
+      "%s\n",
+      ran, reached, summary.c_str());
   // Every hook point must be reached by the script, or the test is blind.
   for (int point = 0; point < kPoints; point++) {
     // (A weighted lease's release, RELEASE_CHAIN_READ, is the weighted
@@ -592,27 +641,28 @@ TEST(Crash, FaultInjectionAtEveryHookPointOfAnAsyncWaiter) {
   for (int point = 0; point < kPoints; point++)
     for (int nth = 1; nth <= 2; nth++)
       if (!is_create_point(point))
-      for (bool sigkill : {true, false}) {
-        CaseResult r = run_case(point, nth, sigkill, 1, false, Script::kAsync);
-        ran++;
-        if (r.reached) {
-          reached++;
-          per_point[point]++;
+        for (bool sigkill : {true, false}) {
+          CaseResult r =
+              run_case(point, nth, sigkill, 1, false, Script::kAsync);
+          ran++;
+          if (r.reached) {
+            reached++;
+            per_point[point]++;
+          }
+          if (::testing::Test::HasFailure()) {
+            ADD_FAILURE() << "stopping after the first failing case";
+            return;
+          }
         }
-        if (::testing::Test::HasFailure()) {
-          ADD_FAILURE() << "stopping after the first failing case";
-          return;
-        }
-      }
-  printf("async fault injection: %d cases run, %d killed at their point\n",
-         ran, reached);
+  printf("async fault injection: %d cases run, %d killed at their point\n", ran,
+         reached);
   // The steps of the waiter itself must each have been killed at.
-  for (HookPoint p : {HookPoint::ACQUIRE_LOCKED, HookPoint::ENQUEUE_SLOT_POPPED,
-                      HookPoint::ENQUEUE_COMMITTED, HookPoint::ACQUIRE_ENQUEUED,
-                      HookPoint::WAIT_RETURN_LOCKED, HookPoint::WAIT_CANCEL_SEEN,
-                      HookPoint::WAIT_TIMEOUT_FIRED,
-                      HookPoint::WAIT_CONSUME_COMMITTED,
-                      HookPoint::RELEASE_GRANTED})
+  for (HookPoint p :
+       {HookPoint::ACQUIRE_LOCKED, HookPoint::ENQUEUE_SLOT_POPPED,
+        HookPoint::ENQUEUE_COMMITTED, HookPoint::ACQUIRE_ENQUEUED,
+        HookPoint::WAIT_RETURN_LOCKED, HookPoint::WAIT_CANCEL_SEEN,
+        HookPoint::WAIT_TIMEOUT_FIRED, HookPoint::WAIT_CONSUME_COMMITTED,
+        HookPoint::RELEASE_GRANTED})
     EXPECT_GT(per_point[int(p)], 0)
         << "never killed at " << testing::hook_name(p);
 }
@@ -628,34 +678,32 @@ TEST(Crash, FaultInjectionAtEveryHookPointOfWeightedLeasesAndResizes) {
   for (int point = 0; point < kPoints; point++)
     for (int nth = 1; nth <= 2; nth++)
       if (!is_create_point(point))
-      for (bool sigkill : {true, false}) {
-        CaseResult r = run_case(point, nth, sigkill, 3, false,
-                                Script::kWeighted);
-        ran++;
-        if (r.reached) {
-          reached++;
-          per_point[point]++;
-          per_op[r.op]++;
+        for (bool sigkill : {true, false}) {
+          CaseResult r =
+              run_case(point, nth, sigkill, 3, false, Script::kWeighted);
+          ran++;
+          if (r.reached) {
+            reached++;
+            per_point[point]++;
+            per_op[r.op]++;
+          }
+          if (::testing::Test::HasFailure()) {
+            ADD_FAILURE() << "stopping after the first failing case";
+            return;
+          }
         }
-        if (::testing::Test::HasFailure()) {
-          ADD_FAILURE() << "stopping after the first failing case";
-          return;
-        }
-      }
-  printf("weighted fault injection: %d cases run, %d killed at their point; "
-         "weighted=%d partial-reservation=%d resize=%d\n",
-         ran, reached, per_op[kOpWeighted], per_op[kOpPartial],
-         per_op[kOpResize]);
-  for (HookPoint p : {HookPoint::ACQUIRE_LEASE_POPPED,
-                      HookPoint::ACQUIRE_COMMITTED,
-                      HookPoint::ENQUEUE_COMMITTED, HookPoint::RELEASE_CHOSEN,
-                      HookPoint::RELEASE_RESERVED, HookPoint::RELEASE_FREED,
-                      HookPoint::WAIT_TIMEOUT_FIRED,
-                      HookPoint::WAIT_RETURN_LOCKED,
-                      HookPoint::WAIT_CONSUME_COMMITTED,
-                      HookPoint::WAIT_CHAIN_READ,
-                      HookPoint::RELEASE_CHAIN_READ,
-                      HookPoint::CAPACITY_SET, HookPoint::CAPACITY_ONE})
+  printf(
+      "weighted fault injection: %d cases run, %d killed at their point; "
+      "weighted=%d partial-reservation=%d resize=%d\n",
+      ran, reached, per_op[kOpWeighted], per_op[kOpPartial], per_op[kOpResize]);
+  for (HookPoint p :
+       {HookPoint::ACQUIRE_LEASE_POPPED, HookPoint::ACQUIRE_COMMITTED,
+        HookPoint::ENQUEUE_COMMITTED, HookPoint::RELEASE_CHOSEN,
+        HookPoint::RELEASE_RESERVED, HookPoint::RELEASE_FREED,
+        HookPoint::WAIT_TIMEOUT_FIRED, HookPoint::WAIT_RETURN_LOCKED,
+        HookPoint::WAIT_CONSUME_COMMITTED, HookPoint::WAIT_CHAIN_READ,
+        HookPoint::RELEASE_CHAIN_READ, HookPoint::CAPACITY_SET,
+        HookPoint::CAPACITY_ONE})
     EXPECT_GT(per_point[int(p)], 0)
         << "never killed at " << testing::hook_name(p);
   for (int op : {kOpWeighted, kOpPartial, kOpResize})
@@ -675,13 +723,17 @@ int stress_worker(const std::string &name, unsigned seed,
     shmsem_lease_t l;
     int r;
     switch (rng() % 5) {
-      case 0: r = shmsem_acquire(s, &l); break;
+      case 0:
+        r = shmsem_acquire(s, &l);
+        break;
       case 4: {
         timespec d = in_us(long(rng() % 2000));
         r = shmsem_acquire_until_n(s, 2, &d, &l);  // both permits
         break;
       }
-      case 1: r = shmsem_try_acquire(s, &l); break;
+      case 1:
+        r = shmsem_try_acquire(s, &l);
+        break;
       case 2: {
         timespec d = in_us(long(rng() % 2000));
         r = shmsem_acquire_until(s, &d, &l);
@@ -757,12 +809,12 @@ TEST(Crash, RandomKillsDuringRandomOperationsLoseNothing) {
   struct shmsem_stat st;
   shmsem_stat(s, &st);
   EXPECT_GE(st.acquisitions, board->grants.load());
-  printf("stress: %d kills, %d invariant checks, %llu grants, %llu holders and "
-         "%llu waiters reclaimed, %llu repairs\n",
-         kills, checks, (unsigned long long)board->grants.load(),
-         (unsigned long long)st.reclaimed_holders,
-         (unsigned long long)st.reclaimed_waiters,
-         (unsigned long long)st.repairs);
+  printf(
+      "stress: %d kills, %d invariant checks, %llu grants, %llu holders and "
+      "%llu waiters reclaimed, %llu repairs\n",
+      kills, checks, (unsigned long long)board->grants.load(),
+      (unsigned long long)st.reclaimed_holders,
+      (unsigned long long)st.reclaimed_waiters, (unsigned long long)st.repairs);
 }
 
 }  // namespace

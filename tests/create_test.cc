@@ -38,11 +38,16 @@ constexpr uid_t kNobody = 65534;
 
 const char *route_name(PublishRoute r) {
   switch (r) {
-    case PublishRoute::kNone: return "none";
-    case PublishRoute::kUnnamed: return "unnamed (not linked)";
-    case PublishRoute::kEmptyPath: return "O_TMPFILE + linkat(AT_EMPTY_PATH)";
-    case PublishRoute::kProcFd: return "O_TMPFILE + linkat(/proc/self/fd)";
-    case PublishRoute::kNamedTmp: return "temporary name + link()";
+    case PublishRoute::kNone:
+      return "none";
+    case PublishRoute::kUnnamed:
+      return "unnamed (not linked)";
+    case PublishRoute::kEmptyPath:
+      return "O_TMPFILE + linkat(AT_EMPTY_PATH)";
+    case PublishRoute::kProcFd:
+      return "O_TMPFILE + linkat(/proc/self/fd)";
+    case PublishRoute::kNamedTmp:
+      return "temporary name + link()";
   }
   return "?";
 }
@@ -86,9 +91,12 @@ enum class Forced { kNothing, kProcFdLink, kNamedTmp };
 
 const char *forced_name(Forced f) {
   switch (f) {
-    case Forced::kNothing: return "unnamed route";
-    case Forced::kProcFdLink: return "unnamed route linked through /proc";
-    case Forced::kNamedTmp: return "temporary-name route";
+    case Forced::kNothing:
+      return "unnamed route";
+    case Forced::kProcFdLink:
+      return "unnamed route linked through /proc";
+    case Forced::kNamedTmp:
+      return "temporary-name route";
   }
   return "?";
 }
@@ -226,8 +234,7 @@ TEST(Create, KilledOnTemporaryNameRouteLeavesOnlyItsTemporaryName) {
 }
 
 TEST(Create, AnotherUserCreatesWithExactlyTheRequestedMode) {
-  if (geteuid() != 0)
-    GTEST_SKIP() << "needs root to switch to uid " << kNobody;
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to switch to uid " << kNobody;
   const std::string name = unique_name("nobody");
   Cleanup clean{name};
   struct Result {
@@ -264,7 +271,8 @@ TEST(Create, AnotherUserCreatesWithExactlyTheRequestedMode) {
   EXPECT_EQ(st.st_uid, kNobody);
   EXPECT_EQ(st.st_gid, gid_t(kNobody));
   EXPECT_EQ(st.st_mode & 07777, 0664u);
-  EXPECT_EQ(files_of(listing(), name, child), std::set<std::string>{name.substr(1)})
+  EXPECT_EQ(files_of(listing(), name, child),
+            std::set<std::string>{name.substr(1)})
       << "no temporary name left";
   shmsem_t *s = nullptr;
   ASSERT_EQ(shmsem_open(name.c_str(), 0, &s), 0);

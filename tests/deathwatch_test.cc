@@ -41,8 +41,9 @@ class DeathWatchTest : public ::testing::TestWithParam<Path> {
   void SetUp() override {
     if (GetParam() == Path::kEvents) {
       if (!detail::events_available())
-        GTEST_SKIP() << "this kernel (or a seccomp filter, or "
-                        "kernel.io_uring_disabled) refuses IORING_OP_FUTEX_WAIT";
+        GTEST_SKIP()
+            << "this kernel (or a seccomp filter, or "
+               "kernel.io_uring_disabled) refuses IORING_OP_FUTEX_WAIT";
     } else {
       testing::limit_liveness(detail::kLimitNoUring);
     }
@@ -115,7 +116,8 @@ TEST_P(DeathWatchTest, IdleQueueOfLiveProcessesWakesRarely) {
       shmsem_lease_t l;
       if (shmsem_acquire(seg.get(), &l) == -ESHUTDOWN) results++;
     });
-  ASSERT_TRUE(wait_until([&] { return counts(seg.get()).waiting == kWaiters; }));
+  ASSERT_TRUE(
+      wait_until([&] { return counts(seg.get()).waiting == kWaiters; }));
   if (GetParam() == Path::kEvents) {
     ASSERT_TRUE(wait_until([&] { return armed.load() > 0; }));
   }
@@ -251,7 +253,8 @@ TEST(DeathWatch, NewWatcherSleepsBeforeAnyPass) {
 }
 
 // The descriptors open in this process, and the one naming an io_uring.
-std::vector<int> open_fds(std::string *ring_link = nullptr, int *ring = nullptr) {
+std::vector<int> open_fds(std::string *ring_link = nullptr,
+                          int *ring = nullptr) {
   std::vector<int> fds;
   DIR *d = opendir("/proc/self/fd");
   if (!d) return fds;
@@ -315,7 +318,8 @@ TEST_F(EventsOnly, CancelledWatcherLeavesNoDescriptorBehind) {
     pthread_join(t, &ret);
     EXPECT_EQ(ret, PTHREAD_CANCELED);
   }
-  EXPECT_EQ(open_fds().size(), before) << "descriptors leaked by cancelled waits";
+  EXPECT_EQ(open_fds().size(), before)
+      << "descriptors leaked by cancelled waits";
   EXPECT_COUNTS(seg.get(), 0, 1, 0, 0);
   EXPECT_INVARIANTS(seg.get());
 }

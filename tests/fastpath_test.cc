@@ -27,15 +27,17 @@ namespace {
 
 using namespace std::chrono_literals;
 
-
 // Counts the lock holders' hook points (every locked operation passes one).
 std::atomic<int> g_locked{0};
 void count_locked(HookPoint p, void *) {
   switch (p) {
     case HookPoint::ACQUIRE_LOCKED:
     case HookPoint::RELEASE_LOCKED:
-    case HookPoint::FAST_HANDOFF_LOCKED: g_locked++; break;
-    default: break;
+    case HookPoint::FAST_HANDOFF_LOCKED:
+      g_locked++;
+      break;
+    default:
+      break;
   }
 }
 
@@ -251,8 +253,10 @@ TEST(FastPath, ConcurrentDoubleReleaseFreesOnce) {
       while (go.load() < 2) {
       }
       int r = shmsem_release(s, &copy);
-      if (r == 0) zeros++;
-      else if (r == -EALREADY) already++;
+      if (r == 0)
+        zeros++;
+      else if (r == -EALREADY)
+        already++;
     };
     std::thread x(rel), y(rel);
     x.join();
@@ -276,9 +280,11 @@ TEST(FastPath, StoppedHolderIsKeptUntilKilled) {
     shmsem_lease_t l;
     if (shmsem_acquire(c, &l) || shmsem_release(c, &l)) return 1;
     // The second acquire is lock-free; stop right after it commits.
-    testing::set_hook([](HookPoint p, void *) {
-      if (p == HookPoint::FAST_ACQUIRE_TAKEN) raise(SIGSTOP);
-    }, nullptr);
+    testing::set_hook(
+        [](HookPoint p, void *) {
+          if (p == HookPoint::FAST_ACQUIRE_TAKEN) raise(SIGSTOP);
+        },
+        nullptr);
     *ready = 1;
     if (shmsem_acquire(c, &l)) return 2;
     pause();
@@ -286,8 +292,8 @@ TEST(FastPath, StoppedHolderIsKeptUntilKilled) {
   });
   ASSERT_TRUE(wait_until([&] {
     int st;
-    return ready->load() == 1 && waitpid(child, &st, WNOHANG | WUNTRACED) == child &&
-           WIFSTOPPED(st);
+    return ready->load() == 1 &&
+           waitpid(child, &st, WNOHANG | WUNTRACED) == child && WIFSTOPPED(st);
   }));
   EXPECT_COUNTS(s, 0, 1, 0, 0);
   EXPECT_EQ(shmsem_recover(s), 0) << "a stopped process is alive";
@@ -322,15 +328,17 @@ TEST(FastPath, ReleaserStoppedAfterFreeingStillReachesTheWaiter) {
     if (shmsem_acquire(c, &l)) return 1;
     // Sits at FAST_RELEASE_NAMED (gate read shut) until the parent has a
     // waiter queued, then stops right after the freeing CAS.
-    testing::set_hook([](HookPoint p, void *ctx) {
-      auto *st = static_cast<std::atomic<int> *>(ctx);
-      if (p == HookPoint::FAST_RELEASE_NAMED) {
-        *st = 1;
-        while (st->load() != 2) usleep(100);
-      } else if (p == HookPoint::FAST_RELEASE_FREED) {
-        raise(SIGSTOP);
-      }
-    }, &*stage);
+    testing::set_hook(
+        [](HookPoint p, void *ctx) {
+          auto *st = static_cast<std::atomic<int> *>(ctx);
+          if (p == HookPoint::FAST_RELEASE_NAMED) {
+            *st = 1;
+            while (st->load() != 2) usleep(100);
+          } else if (p == HookPoint::FAST_RELEASE_FREED) {
+            raise(SIGSTOP);
+          }
+        },
+        &*stage);
     shmsem_release(c, &l);
     return 0;
   });
@@ -374,11 +382,13 @@ TEST_P(FastKillTest, KilledAtTheStepLosesNoPermit) {
   g_sigkill = sigkill;
   pid_t victim = kids.spawn([&] {
     shmsem_t *c = seg.open_again();
-    testing::set_hook([](HookPoint p, void *) {
-      if (p != g_point) return;
-      if (g_sigkill) raise(SIGKILL);
-      _exit(99);
-    }, nullptr);
+    testing::set_hook(
+        [](HookPoint p, void *) {
+          if (p != g_point) return;
+          if (g_sigkill) raise(SIGKILL);
+          _exit(99);
+        },
+        nullptr);
     shmsem_lease_t l[2];
     for (int round = 0; round < 3; round++) {
       if (shmsem_acquire(c, &l[0]) || shmsem_acquire(c, &l[1])) return 1;
@@ -406,11 +416,13 @@ TEST_P(FastKillTest, KilledAtTheStepLosesNoPermit) {
   // Every one of these steps is on the victim's way: it died there.
   EXPECT_EQ(kids.wait(victim), sigkill ? 128 + SIGKILL : 99);
   // Whatever it held comes back; a queued grandchild gets its permit.
-  ASSERT_TRUE(wait_until([&] {
-    shmsem_recover(s);
-    auto c = counts(s);
-    return c.held == 0 && c.waiting == 0 && c.reserved == 0;
-  }, 30s));
+  ASSERT_TRUE(wait_until(
+      [&] {
+        shmsem_recover(s);
+        auto c = counts(s);
+        return c.held == 0 && c.waiting == 0 && c.reserved == 0;
+      },
+      30s));
   EXPECT_COUNTS(s, 2, 0, 0, 0);
   EXPECT_INVARIANTS(s);
   shmsem_lease_t a, b;
@@ -676,15 +688,17 @@ TEST(FastPath, TokenFreedBeforeASweeperDiedStaysStale) {
   Children kids;
   pid_t sweeper = kids.spawn([&] {
     shmsem_t *c = seg.open_again();
-    testing::set_hook([](HookPoint p, void *ctx) {
-      auto *st = static_cast<std::atomic<int> *>(ctx);
-      if (p == HookPoint::ENQUEUE_COMMITTED) {
-        *st = 1;  // queued under the lock, the gate still shut
-        while (st->load() != 2) usleep(100);
-      } else if (p == HookPoint::RELEASE_CHOSEN) {
-        raise(SIGKILL);  // in the sweep's pass_permit, before its commit
-      }
-    }, &*stage);
+    testing::set_hook(
+        [](HookPoint p, void *ctx) {
+          auto *st = static_cast<std::atomic<int> *>(ctx);
+          if (p == HookPoint::ENQUEUE_COMMITTED) {
+            *st = 1;  // queued under the lock, the gate still shut
+            while (st->load() != 2) usleep(100);
+          } else if (p == HookPoint::RELEASE_CHOSEN) {
+            raise(SIGKILL);  // in the sweep's pass_permit, before its commit
+          }
+        },
+        &*stage);
     shmsem_lease_t x;
     shmsem_acquire(c, &x);
     return 1;

@@ -16,7 +16,6 @@
 namespace shmsem::test {
 namespace {
 
-
 TEST(Fifo, OnePermitEightWaitersAreServedInArrivalOrder) {
   Segment seg(1);
   shmsem_t *s = seg.get();

@@ -96,8 +96,8 @@ TEST(Hist, QuantilesAreWithinAnEighthFromAMicrosecondToAnHour) {
       const uint64_t truth = true_quantile(v, q);
       const uint64_t got = shmsem_hist_quantile(h.data(), q);
       EXPECT_GE(got, truth) << "q " << q;
-      EXPECT_LE(double(got), double(truth) * 1.125) << "q " << q << " of "
-                                                    << truth;
+      EXPECT_LE(double(got), double(truth) * 1.125)
+          << "q " << q << " of " << truth;
     }
   }
 }

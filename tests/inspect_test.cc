@@ -269,7 +269,8 @@ TEST(Inspect, ShortBuffersAreEnobufsWithTheCounts) {
       shmsem_lease_t w;
       results[i] = shmsem_acquire(seg.get(), &w);
     });
-    ASSERT_TRUE(wait_until([&] { return waiting(seg.get()) == uint32_t(i + 1); }));
+    ASSERT_TRUE(
+        wait_until([&] { return waiting(seg.get()) == uint32_t(i + 1); }));
   }
   struct shmsem_inspection in;
   struct shmsem_holder h[1];
@@ -372,7 +373,8 @@ TEST(Inspect, LeaseIsOverdueAfterItsDeclaredTime) {
     }
   }
   EXPECT_EQ(r.in.overdue, 0u);
-  for (auto *l : {&one, &two, &again}) EXPECT_EQ(shmsem_release(seg.get(), l), 0);
+  for (auto *l : {&one, &two, &again})
+    EXPECT_EQ(shmsem_release(seg.get(), l), 0);
 }
 
 TEST(Inspect, DeclareHoldErrors) {

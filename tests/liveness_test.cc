@@ -100,7 +100,8 @@ struct Note {
                what, got, want);
     return 1;
   }
-  int failf(int line, const char *fmt, ...) __attribute__((format(printf, 3, 4))) {
+  int failf(int line, const char *fmt, ...)
+      __attribute__((format(printf, 3, 4))) {
     if (!text[0]) {
       int n = snprintf(text, sizeof text, "line %d: ", line);
       va_list ap;
@@ -121,14 +122,14 @@ struct Note {
 };
 
 // Inside a child's body (a function returning its exit code).
-#define CHILD_CHECK(note, cond) \
-  do {                          \
+#define CHILD_CHECK(note, cond)                       \
+  do {                                                \
     if (!(cond)) return (note).fail(__LINE__, #cond); \
   } while (0)
-#define CHILD_CHECK_EQ(note, got, want)                              \
-  do {                                                               \
-    long long got_ = (long long)(got), want_ = (long long)(want);    \
-    if (got_ != want_)                                               \
+#define CHILD_CHECK_EQ(note, got, want)                                \
+  do {                                                                 \
+    long long got_ = (long long)(got), want_ = (long long)(want);      \
+    if (got_ != want_)                                                 \
       return (note).fail_eq(__LINE__, #got " == " #want, got_, want_); \
   } while (0)
 
@@ -143,7 +144,7 @@ std::string result_text(int r) {
 // The stat without a gtest expectation, for forked children (they report
 // through CHILD_CHECK); zeros if it fails.
 struct shmsem_stat child_stat(shmsem_t *s) {
-  struct shmsem_stat st{};
+  struct shmsem_stat st {};
   shmsem_stat(s, &st);
   return st;
 }
@@ -259,7 +260,8 @@ pid_t spawn_holder(Children &kids, const std::string &name,
   here.uc_stack.ss_sp = stack;
   here.uc_stack.ss_size = sizeof stack;
   here.uc_link = nullptr;
-  makecontext(&here, [] { pthread_exit(nullptr); }, 0);
+  makecontext(
+      &here, [] { pthread_exit(nullptr); }, 0);
   swapcontext(&back, &here);
   abort();
 }
@@ -282,7 +284,8 @@ int highest_open_fd() {
 // that was open before (and a few more) is in use again.
 int close_inherited_and_reuse_numbers(Note &note, std::vector<int> *mine) {
   int hi = highest_open_fd();
-  if (close_range(3, ~0u, 0) != 0) return note.skip("close_range: %s", strerror(errno));
+  if (close_range(3, ~0u, 0) != 0)
+    return note.skip("close_range: %s", strerror(errno));
   for (;;) {
     int fd = open("/dev/null", O_RDONLY);
     CHILD_CHECK(note, fd >= 0);
@@ -402,20 +405,29 @@ TEST(Liveness, MainThreadExitDoesNotMakeAHolderDead) {
   Shared<Board> board;
   Children kids;
   pid_t k = kids.spawn([&]() -> int {
-    CHILD_CHECK_EQ(board->note, shmsem_open(seg.name().c_str(), 0, &board->s), 0);
+    CHILD_CHECK_EQ(board->note, shmsem_open(seg.name().c_str(), 0, &board->s),
+                   0);
     pthread_t t;
-    CHILD_CHECK_EQ(board->note, pthread_create(&t, nullptr, [](void *p) -> void * {
-      auto *b = static_cast<Board *>(p);
-      shmsem_lease_t l;
-      int r = shmsem_acquire(b->s, &l);
-      if (r != 0) _exit(b->note.fail_eq(__LINE__, "acquire", r, 0));
-      b->acquired = 1;
-      if (!wait_until([&] { return b->release_now.load() == 1; }, seconds(60)))
-        _exit(b->note.fail(__LINE__, "never told to release"));
-      b->release_r = shmsem_release(b->s, &l);
-      _exit(0);
-    }, &*board), 0);
-    CHILD_CHECK(board->note, wait_until([&] { return board->acquired.load() == 1; }));
+    CHILD_CHECK_EQ(
+        board->note,
+        pthread_create(
+            &t, nullptr,
+            [](void *p) -> void * {
+              auto *b = static_cast<Board *>(p);
+              shmsem_lease_t l;
+              int r = shmsem_acquire(b->s, &l);
+              if (r != 0) _exit(b->note.fail_eq(__LINE__, "acquire", r, 0));
+              b->acquired = 1;
+              if (!wait_until([&] { return b->release_now.load() == 1; },
+                              seconds(60)))
+                _exit(b->note.fail(__LINE__, "never told to release"));
+              b->release_r = shmsem_release(b->s, &l);
+              _exit(0);
+            },
+            &*board),
+        0);
+    CHILD_CHECK(board->note,
+                wait_until([&] { return board->acquired.load() == 1; }));
     pthread_exit_main_thread();
   });
   ASSERT_TRUE(wait_until([&] { return board->acquired.load() == 1; }))
@@ -447,17 +459,25 @@ TEST(Liveness, MainThreadExitDoesNotMakeAQueuedWaiterDead) {
   Shared<Board> board;
   Children kids;
   pid_t k = kids.spawn([&]() -> int {
-    CHILD_CHECK_EQ(board->note, shmsem_open(seg.name().c_str(), 0, &board->s), 0);
+    CHILD_CHECK_EQ(board->note, shmsem_open(seg.name().c_str(), 0, &board->s),
+                   0);
     pthread_t t;
-    CHILD_CHECK_EQ(board->note, pthread_create(&t, nullptr, [](void *p) -> void * {
-      auto *b = static_cast<Board *>(p);
-      shmsem_lease_t l;
-      int r = shmsem_acquire(b->s, &l);  // queued behind the test
-      b->acquire_r = r;
-      if (r == 0) b->release_r = shmsem_release(b->s, &l);
-      _exit(0);
-    }, &*board), 0);
-    CHILD_CHECK(board->note, wait_until([&] { return child_stat(board->s).waiting == 1; }));
+    CHILD_CHECK_EQ(board->note,
+                   pthread_create(
+                       &t, nullptr,
+                       [](void *p) -> void * {
+                         auto *b = static_cast<Board *>(p);
+                         shmsem_lease_t l;
+                         int r = shmsem_acquire(b->s,
+                                                &l);  // queued behind the test
+                         b->acquire_r = r;
+                         if (r == 0) b->release_r = shmsem_release(b->s, &l);
+                         _exit(0);
+                       },
+                       &*board),
+                   0);
+    CHILD_CHECK(board->note,
+                wait_until([&] { return child_stat(board->s).waiting == 1; }));
     pthread_exit_main_thread();
   });
   ASSERT_TRUE(wait_until([&] { return counts(seg.get()).waiting == 1; }))
@@ -528,13 +548,16 @@ TEST(Liveness, HiddenProcDoesNotMakeALiveHolderDead) {
     prctl(PR_SET_DUMPABLE, 1);
     char path[64];
     snprintf(path, sizeof path, "/proc/%d/stat", int(holder));
-    if (access(path, F_OK) == 0) return note.skip("hidepid=2 did not hide %s", path);
+    if (access(path, F_OK) == 0)
+      return note.skip("hidepid=2 did not hide %s", path);
     shmsem_t *s = nullptr;
     CHILD_CHECK_EQ(note, shmsem_open(sem.name().c_str(), 0, &s), 0);
     CHILD_CHECK_EQ(note, shmsem_recover(s), 0);
     shmsem_lease_t l;
     int t = shmsem_try_acquire(s, &l);
-    if (!no_permit(t)) return note.fail_eq(__LINE__, "try_acquire took the hidden holder's permit", t, -EAGAIN);
+    if (!no_permit(t))
+      return note.fail_eq(
+          __LINE__, "try_acquire took the hidden holder's permit", t, -EAGAIN);
     CHILD_CHECK_EQ(note, child_stat(s).held, 1);
     return 0;
   });
@@ -572,7 +595,9 @@ TEST(Liveness, AbsentProcDoesNotMakeALiveHolderDead) {
     CHILD_CHECK_EQ(note, shmsem_recover(s), 0);
     shmsem_lease_t l;
     int t = shmsem_try_acquire(s, &l);
-    if (!no_permit(t)) return note.fail_eq(__LINE__, "try_acquire took the holder's permit", t, -EAGAIN);
+    if (!no_permit(t))
+      return note.fail_eq(__LINE__, "try_acquire took the holder's permit", t,
+                          -EAGAIN);
     CHILD_CHECK_EQ(note, child_stat(s).held, 1);
     board->k_checked = 1;
     // The test now has H killed and reclaimed by a process that has /proc.
@@ -599,7 +624,8 @@ TEST(Liveness, AbsentProcDoesNotMakeALiveHolderDead) {
   }
   EXPECT_EQ(kill(holder, SIGKILL), 0);
   EXPECT_EQ(kids.wait(holder), 128 + SIGKILL);
-  EXPECT_EQ(shmsem_recover(seg.get()), 1) << "the dead holder, judged from here";
+  EXPECT_EQ(shmsem_recover(seg.get()), 1)
+      << "the dead holder, judged from here";
   ASSERT_TRUE(wait_until([&] { return board->k_holding.load() == 1; }))
       << board->note.str();
   // K, which has no /proc, holds: it is alive and keeps its lease.
@@ -653,9 +679,8 @@ TEST(Liveness, PidNamespaceWithoutItsOwnProcIsRefusedAtOpen) {
   if (code == kSkipCode) GTEST_SKIP() << board->note.str();
   ASSERT_EQ(code, 0) << board->note.str();
   EXPECT_EQ(board->pid_inside.load(), 1);
-  EXPECT_EQ(board->open_r.load(), -EXDEV)
-      << "open from another PID namespace: "
-      << result_text(board->open_r.load());
+  EXPECT_EQ(board->open_r.load(), -EXDEV) << "open from another PID namespace: "
+                                          << result_text(board->open_r.load());
   if (board->open_r.load() == 0) {
     EXPECT_EQ(board->recover_r.load(), 0) << "reclaimed a live holder";
     EXPECT_TRUE(no_permit(board->try_r.load())) << board->try_r.load();
@@ -750,13 +775,14 @@ TEST_P(RawForkTest, ChildIsNotMistakenForItsDeadParent) {
   EXPECT_INVARIANTS(seg.get());
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Liveness, RawForkTest,
-    ::testing::Values(RawFork::kUnderscoreFork, RawFork::kCloneSyscall),
-    [](const ::testing::TestParamInfo<RawFork> &i) {
-      return i.param == RawFork::kUnderscoreFork ? std::string("UnderscoreFork")
-                                                 : std::string("CloneSyscall");
-    });
+INSTANTIATE_TEST_SUITE_P(Liveness, RawForkTest,
+                         ::testing::Values(RawFork::kUnderscoreFork,
+                                           RawFork::kCloneSyscall),
+                         [](const ::testing::TestParamInfo<RawFork> &i) {
+                           return i.param == RawFork::kUnderscoreFork
+                                      ? std::string("UnderscoreFork")
+                                      : std::string("CloneSyscall");
+                         });
 
 // ---------------------------------------------------------------------------
 // 5. fork() while another thread makes the process's first library call.
@@ -801,8 +827,10 @@ TEST(Liveness, ForkDuringAnotherThreadsFirstCallDoesNotDeadlockTheChild) {
       stop = 1;
       worker.join();
       if (code == -1)
-        return note->fail_eq(__LINE__, "grandchild hung in its first call (round)", round, -1);
-      if (code != 0) return note->fail_eq(__LINE__, "grandchild exit code", code, 0);
+        return note->fail_eq(
+            __LINE__, "grandchild hung in its first call (round)", round, -1);
+      if (code != 0)
+        return note->fail_eq(__LINE__, "grandchild exit code", code, 0);
       return 0;
     });
     int code = kids.wait(k, seconds(15));
@@ -843,12 +871,19 @@ TEST_P(ExecTest, QueuedThreadOfAnExecdProcessLeavesNoGhostWaiter) {
     static shmsem_t *mine;
     CHILD_CHECK_EQ(*note, shmsem_open(seg.name().c_str(), 0, &mine), 0);
     pthread_t t;
-    CHILD_CHECK_EQ(*note, pthread_create(&t, nullptr, [](void *) -> void * {
-      shmsem_lease_t l;
-      shmsem_acquire(mine, &l);  // queued until exec ends the thread
-      return nullptr;
-    }, nullptr), 0);
-    CHILD_CHECK(*note, wait_until([&] { return child_stat(mine).waiting == 1; }));
+    CHILD_CHECK_EQ(*note,
+                   pthread_create(
+                       &t, nullptr,
+                       [](void *) -> void * {
+                         shmsem_lease_t l;
+                         shmsem_acquire(
+                             mine, &l);  // queued until exec ends the thread
+                         return nullptr;
+                       },
+                       nullptr),
+                   0);
+    CHILD_CHECK(*note,
+                wait_until([&] { return child_stat(mine).waiting == 1; }));
     char c = 'x';
     CHILD_CHECK_EQ(*note, write(exec_pipe.w, &c, 1), 1);
     execl("/bin/cat", "cat", (char *)nullptr);
@@ -859,8 +894,8 @@ TEST_P(ExecTest, QueuedThreadOfAnExecdProcessLeavesNoGhostWaiter) {
   ASSERT_EQ(read_byte(exec_pipe.r, seconds(20)), 1) << note->str();
   ASSERT_EQ(read_byte(exec_pipe.r, seconds(20)), 0) << "exec did not happen";
   int status = 0;
-  ASSERT_EQ(waitpid(k, &status, WNOHANG), 0) << "K died instead of exec'ing: "
-                                               << note->str();
+  ASSERT_EQ(waitpid(k, &status, WNOHANG), 0)
+      << "K died instead of exec'ing: " << note->str();
   // K lives on as cat; its queued thread is gone.
   EXPECT_COUNTS(s, 0, 1, 0, 1);
   if (GetParam() == ExecOrder::kRecoverThenRelease) {
@@ -880,15 +915,14 @@ TEST_P(ExecTest, QueuedThreadOfAnExecdProcessLeavesNoGhostWaiter) {
   EXPECT_EQ(kids.wait(k, seconds(10)), 0);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Liveness, ExecTest,
-    ::testing::Values(ExecOrder::kRecoverThenRelease,
-                      ExecOrder::kReleaseThenRecover),
-    [](const ::testing::TestParamInfo<ExecOrder> &i) {
-      return i.param == ExecOrder::kRecoverThenRelease
-                 ? std::string("RecoverThenRelease")
-                 : std::string("ReleaseThenRecover");
-    });
+INSTANTIATE_TEST_SUITE_P(Liveness, ExecTest,
+                         ::testing::Values(ExecOrder::kRecoverThenRelease,
+                                           ExecOrder::kReleaseThenRecover),
+                         [](const ::testing::TestParamInfo<ExecOrder> &i) {
+                           return i.param == ExecOrder::kRecoverThenRelease
+                                      ? std::string("RecoverThenRelease")
+                                      : std::string("ReleaseThenRecover");
+                         });
 
 // ---------------------------------------------------------------------------
 // 7. pthread_cancel() of a thread blocked in shmsem_acquire. Run in a child:
@@ -1019,8 +1053,8 @@ TEST(Liveness, CancelCrossingAGrantNeitherLosesNorDoublesThePermit) {
         return n.failf(__LINE__,
                        "round %d (%s): available %u held %u reserved %u "
                        "waiting %u; want 1 0 0 0",
-                       round, cancelled ? "cancelled" : "granted",
-                       st.available, st.held, st.reserved, st.waiting);
+                       round, cancelled ? "cancelled" : "granted", st.available,
+                       st.held, st.reserved, st.waiting);
       CHILD_CHECK_EQ(n, st.available, 1);
       CHILD_CHECK_EQ(n, st.held, 0);
       CHILD_CHECK_EQ(n, st.reserved, 0);
@@ -1271,7 +1305,8 @@ TEST(Liveness, OnePassReclaimsFourThousandDeadOwners) {
         if (shmsem_acquire(s, &l) != 0) return 1;
         raise(SIGKILL);  // dies holding it
         return 2;
-      }), 0);
+      }),
+                0);
     for (pid_t p : std::vector<pid_t>(kids.pids()))
       ASSERT_EQ(kids.wait(p, seconds(20)), 128 + SIGKILL);
   }
@@ -1309,7 +1344,7 @@ TEST(LivenessTiming, IdleWaiterOnTheLargestGeometryUsesLittleCpu) {
   EXPECT_EQ(shmsem_recover(seg.get()), 0);
   double took = seconds_since(t0);
   EXPECT_LT(took, 2.0) << "recover with 2^20 leases of one live owner took "
-                        << took << " s";
+                       << took << " s";
   struct Board {
     std::atomic<int> r{INT_MIN};
     std::atomic<int64_t> cpu_us{-1}, wall_us{-1};
@@ -1327,9 +1362,11 @@ TEST(LivenessTiming, IdleWaiterOnTheLargestGeometryUsesLittleCpu) {
     shmsem_lease_t l;
     board->r = shmsem_acquire_until(s, &d, &l);
     getrusage(RUSAGE_SELF, &r1);
-    auto us = [](const timeval &t) { return int64_t(t.tv_sec) * 1000000 + t.tv_usec; };
-    board->cpu_us = us(r1.ru_utime) - us(r0.ru_utime) + us(r1.ru_stime) -
-                    us(r0.ru_stime);
+    auto us = [](const timeval &t) {
+      return int64_t(t.tv_sec) * 1000000 + t.tv_usec;
+    };
+    board->cpu_us =
+        us(r1.ru_utime) - us(r0.ru_utime) + us(r1.ru_stime) - us(r0.ru_stime);
     board->wall_us = std::chrono::duration_cast<std::chrono::microseconds>(
                          std::chrono::steady_clock::now() - w0)
                          .count();
@@ -1341,8 +1378,8 @@ TEST(LivenessTiming, IdleWaiterOnTheLargestGeometryUsesLittleCpu) {
   RecordProperty("waiter_cpu_us", int(cpu));
   RecordProperty("waiter_wall_us", int(wall));
   EXPECT_GE(wall, 1'000'000);
-  EXPECT_LT(cpu * 10, wall) << "an idle waiter used " << cpu << " us of CPU in "
-                            << wall << " us";
+  EXPECT_LT(cpu * 10, wall)
+      << "an idle waiter used " << cpu << " us of CPU in " << wall << " us";
   EXPECT_COUNTS(seg.get(), 0, SHMSEM_MAX_PERMITS, 0, 0);
 }
 
@@ -1371,7 +1408,8 @@ TEST(Liveness, InheritedHandleInAnotherPidNamespaceNeitherTakesNorIsRobbed) {
       int r = shmsem_try_acquire(s, &l);  // inherited handle
       int rec = shmsem_recover(s);
       int a = shmsem_acquire(s, &l);
-      *res = (r == -EXDEV ? 0 : 1) | (rec == -EXDEV ? 0 : 2) | (a == -EXDEV ? 0 : 4);
+      *res = (r == -EXDEV ? 0 : 1) | (rec == -EXDEV ? 0 : 2) |
+             (a == -EXDEV ? 0 : 4);
       _exit(0);
     }
     int st = 0;
@@ -1379,7 +1417,8 @@ TEST(Liveness, InheritedHandleInAnotherPidNamespaceNeitherTakesNorIsRobbed) {
     return 0;
   });
   EXPECT_EQ(kids.wait(outer), 0);
-  if (res->load() == 2000) GTEST_SKIP() << "unshare(CLONE_NEWPID) is not permitted here";
+  if (res->load() == 2000)
+    GTEST_SKIP() << "unshare(CLONE_NEWPID) is not permitted here";
   EXPECT_EQ(res->load(), 0) << "bits: 1 try_acquire, 2 recover, 4 acquire";
   EXPECT_EQ(shmsem_release(s, &mine), 0) << "the live parent's lease was taken";
   EXPECT_COUNTS(s, 1, 0, 0, 0);
@@ -1423,15 +1462,16 @@ TEST(Liveness, ThreadsCancelledAtAnyMomentNeverLoseAPermit) {
     CancelRound c[kThreads];
     for (int k = 0; k < kThreads; k++) {
       c[k] = {seg.get(), unsigned(round * kThreads + k + 1)};
-      ASSERT_EQ(pthread_create(&t[k], nullptr, hold_and_release_forever, &c[k]), 0);
+      ASSERT_EQ(pthread_create(&t[k], nullptr, hold_and_release_forever, &c[k]),
+                0);
     }
     usleep(rand_r(&seed) % 3000);
     for (int k = 0; k < kThreads; k++) pthread_cancel(t[k]);
     for (int k = 0; k < kThreads; k++) pthread_join(t[k], nullptr);
     Counts n = counts(seg.get());
-    ASSERT_EQ(n.available, 2u) << "round " << round << ": held " << n.held
-                               << ", reserved " << n.reserved << ", waiting "
-                               << n.waiting;
+    ASSERT_EQ(n.available, 2u)
+        << "round " << round << ": held " << n.held << ", reserved "
+        << n.reserved << ", waiting " << n.waiting;
   }
   EXPECT_INVARIANTS(seg.get());
 }

@@ -32,8 +32,8 @@
 namespace shmsem::test {
 namespace {
 
-using testing::HookPoint;
 using std::chrono::seconds;
+using testing::HookPoint;
 
 std::atomic<int> g_alive_verdicts{0};
 HookPoint g_stop_at;
@@ -56,8 +56,7 @@ pid_t spawn_holder_at(Children &kids, const Segment &seg, HookPoint point,
     shmsem_t *s = seg.open_again();
     g_stop_at = point;
     g_armed = true;
-    testing::set_hook(holder_hook,
-                      reinterpret_cast<void *>(intptr_t(sig)));
+    testing::set_hook(holder_hook, reinterpret_cast<void *>(intptr_t(sig)));
     shmsem_lease_t l;
     int r = shmsem_try_acquire(s, &l);
     testing::set_hook(nullptr, nullptr);
@@ -531,13 +530,13 @@ TEST_P(LockKillTest, HolderKilledInsideIsTakenOverAndRepaired) {
   EXPECT_INVARIANTS(seg.get());
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Lock, LockKillTest,
-    ::testing::Values(HookPoint::LOCK_TAKEN, HookPoint::ACQUIRE_LOCKED,
-                      HookPoint::ACQUIRE_LEASE_POPPED),
-    [](const ::testing::TestParamInfo<HookPoint> &i) {
-      return std::string(testing::hook_name(i.param));
-    });
+INSTANTIATE_TEST_SUITE_P(Lock, LockKillTest,
+                         ::testing::Values(HookPoint::LOCK_TAKEN,
+                                           HookPoint::ACQUIRE_LOCKED,
+                                           HookPoint::ACQUIRE_LEASE_POPPED),
+                         [](const ::testing::TestParamInfo<HookPoint> &i) {
+                           return std::string(testing::hook_name(i.param));
+                         });
 
 // exec from another thread ends a non-leader thread that holds the lock: its
 // tid is gone, so the next locker takes over. If the holder is the leader,
@@ -611,7 +610,8 @@ TEST(Lock, HolderThreadEndedByAnotherThreadsExecIsTakenOver) {
   EXPECT_EQ(kids.wait(p), 0);
 }
 
-TEST(Lock, LeaderEndedByAnotherThreadsExecHoldsTheLockAtMostUntilTheProcessExits) {
+TEST(Lock,
+     LeaderEndedByAnotherThreadsExecHoldsTheLockAtMostUntilTheProcessExits) {
   Segment seg(1);
   Shared<ExecBoard> board;
   int in[2];
@@ -637,8 +637,8 @@ TEST(Lock, LeaderEndedByAnotherThreadsExecHoldsTheLockAtMostUntilTheProcessExits
   // handed its tid to the exec'ing thread (it did end: taken over), or the
   // exec'd cat now carries the leader's identity and is judged alive until
   // it exits. Both are correct; the lock must never stay held past that.
-  bool waited = wait_until(
-      [&] { return done.load() || g_alive_verdicts.load() >= 3; });
+  bool waited =
+      wait_until([&] { return done.load() || g_alive_verdicts.load() >= 3; });
   close(in[1]);  // cat exits: now the holder is provably dead
   t.join();
   testing::set_hook(nullptr, nullptr);
@@ -683,9 +683,8 @@ TEST(Lock, RequeueByAReadOnlyProcessDelaysButNeverStrandsALockWaiter) {
     if (shmsem_acquire(s, &l) == 0) shmsem_release(s, &l);  // no limit
     done = true;
   });
-  ASSERT_TRUE(wait_until([&] {
-    return s->core->lock_word.load() & detail::kLockWaiters;
-  }));
+  ASSERT_TRUE(wait_until(
+      [&] { return s->core->lock_word.load() & detail::kLockWaiters; }));
   Shared<std::atomic<long>> moved;
   *moved = -1;
   pid_t attacker = kids.spawn([&] {
@@ -790,7 +789,8 @@ TEST(Lock, RecordBeingRewrittenIsNeverUsedToJudgeTheHolder) {
     done = true;
   });
   ASSERT_TRUE(wait_until([] { return g_alive_verdicts.load() >= 3; }));
-  EXPECT_FALSE(done.load()) << "a live holder was judged by a half-written record";
+  EXPECT_FALSE(done.load())
+      << "a live holder was judged by a half-written record";
   kill(holder, SIGCONT);
   t.join();
   testing::set_hook(nullptr, nullptr);
@@ -897,7 +897,8 @@ TEST(Lock, HandleInheritedIntoAnotherPidNamespaceNeverTakesTheLock) {
     return 0;
   });
   EXPECT_EQ(kids.wait(outer), 0);
-  if (res->load() == 1000) GTEST_SKIP() << "unshare(CLONE_NEWPID) is not permitted here";
+  if (res->load() == 1000)
+    GTEST_SKIP() << "unshare(CLONE_NEWPID) is not permitted here";
   EXPECT_EQ(res->load(), 0) << "bits: 1 stat 2 check 4 release 8 shutdown "
                                "16 recover 32 read-only stat";
   EXPECT_EQ(shmsem_release(s, &held), 0);

@@ -70,7 +70,8 @@ TEST(MultiProcess, FifoOrderHoldsAcrossProcesses) {
       log->order[log->n++] = p;
       return shmsem_release(c, &l) == 0 ? 0 : 2;
     });
-    ASSERT_TRUE(wait_until([&] { return counts(s).waiting == uint32_t(p + 1); }));
+    ASSERT_TRUE(
+        wait_until([&] { return counts(s).waiting == uint32_t(p + 1); }));
     EXPECT_INVARIANTS(s);
   }
   ASSERT_EQ(shmsem_release(s, &held), 0);
@@ -103,26 +104,43 @@ TEST(MultiProcess, RandomizedStressKeepsTheInvariant) {
         shmsem_lease_t l;
         int r;
         switch (rng() % 3) {
-          case 0: r = shmsem_acquire(s, &l); break;
-          case 1: r = shmsem_try_acquire(s, &l); break;
+          case 0:
+            r = shmsem_acquire(s, &l);
+            break;
+          case 1:
+            r = shmsem_try_acquire(s, &l);
+            break;
           default: {
             timespec d;
             clock_gettime(CLOCK_MONOTONIC, &d);
             d.tv_nsec += long(rng() % 300'000);
-            if (d.tv_nsec >= 1'000'000'000) { d.tv_sec++; d.tv_nsec -= 1'000'000'000; }
+            if (d.tv_nsec >= 1'000'000'000) {
+              d.tv_sec++;
+              d.tv_nsec -= 1'000'000'000;
+            }
             r = shmsem_acquire_until(s, &d, &l);
           }
         }
-        if (r == -EAGAIN || r == -ETIMEDOUT) { tally->timeouts++; continue; }
-        if (r == -EBUSY) { tally->busy++; continue; }
-        if (r != 0) { tally->errors++; continue; }
+        if (r == -EAGAIN || r == -ETIMEDOUT) {
+          tally->timeouts++;
+          continue;
+        }
+        if (r == -EBUSY) {
+          tally->busy++;
+          continue;
+        }
+        if (r != 0) {
+          tally->errors++;
+          continue;
+        }
         tally->grants++;
         if (++tally->inside > int(kPermits)) tally->over++;
         for (volatile unsigned k = 0, n = rng() % 2000; k < n; k = k + 1) {
         }
         --tally->inside;
         if (shmsem_release(s, &l) != 0) tally->errors++;
-        if (rng() % 16 == 0 && shmsem_release(s, &l) != -EALREADY) tally->errors++;
+        if (rng() % 16 == 0 && shmsem_release(s, &l) != -EALREADY)
+          tally->errors++;
       }
       shmsem_detach(s);
       return 0;

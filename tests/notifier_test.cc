@@ -46,7 +46,6 @@ int open_fds() {
   return n;
 }
 
-
 // Takes the polling fallback's feature away for one test.
 class NoWaitv {
  public:
@@ -81,9 +80,9 @@ struct Completion {
 // its share of the watch). user_data is the waiter's index in `ws`.
 // Returns the first wait that completes, or user_data kNone if none did in
 // time. Waiters found ready with it stay in the ready list for next time.
-Completion next_completion(shmsem_notifier_t *n, shmsem_waiter_t *ws,
-                           std::chrono::milliseconds timeout =
-                               std::chrono::seconds(20)) {
+Completion next_completion(
+    shmsem_notifier_t *n, shmsem_waiter_t *ws,
+    std::chrono::milliseconds timeout = std::chrono::seconds(20)) {
   const auto end = std::chrono::steady_clock::now() + timeout;
   while (std::chrono::steady_clock::now() < end) {
     if (!readable(shmsem_notifier_fd(n), 100)) continue;
@@ -139,8 +138,8 @@ void timeout_is_reported(bool polls) {
   EXPECT_EQ(c.result, -ETIMEDOUT);
   timespec now;
   clock_gettime(CLOCK_MONOTONIC, &now);
-  EXPECT_TRUE(now.tv_sec > deadline.tv_sec ||
-              (now.tv_sec == deadline.tv_sec && now.tv_nsec >= deadline.tv_nsec))
+  EXPECT_TRUE(now.tv_sec > deadline.tv_sec || (now.tv_sec == deadline.tv_sec &&
+                                               now.tv_nsec >= deadline.tv_nsec))
       << "not before the deadline";
   struct shmsem_stat st;
   ASSERT_EQ(shmsem_stat(s, &st), 0);
@@ -162,7 +161,8 @@ TEST(Notifier, GrantFromAnotherProcessMakesTheWaiterReady) {
   Shared<std::atomic<int>> go;
   Children kids;
   pid_t child = kids.spawn([&] {
-    const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    const auto end =
+        std::chrono::steady_clock::now() + std::chrono::seconds(20);
     while (go->load() == 0) {
       if (std::chrono::steady_clock::now() > end) return 2;
       usleep(200);

@@ -75,7 +75,8 @@ TEST(Owner, RecycledPidIsNotTakenForTheOldOwnerByPidfsInode) {
 }
 
 TEST(Owner, RecycledPidIsNotTakenForTheOldOwnerByStartTime) {
-  if (detail::self_owner().start == 0) GTEST_SKIP() << "/proc/self/stat unreadable";
+  if (detail::self_owner().start == 0)
+    GTEST_SKIP() << "/proc/self/stat unreadable";
   recycled_pid_case(detail::kLimitNoPidfs, 12345, 0);
 }
 
@@ -134,7 +135,8 @@ TEST(Owner, OpeningFromAnotherPidNamespaceIsExdev) {
   waitpid(outer, nullptr, 0);
   close(pipefd[0]);
   close(pipefd[1]);
-  if (result == 2000) GTEST_SKIP() << "unshare(CLONE_NEWPID) is not permitted here";
+  if (result == 2000)
+    GTEST_SKIP() << "unshare(CLONE_NEWPID) is not permitted here";
   EXPECT_EQ(result, EXDEV);
 }
 
@@ -149,14 +151,18 @@ TEST(Owner, OnePassOverThirtyTwoThousandDistinctDeadOwnersIsQuick) {
   Segment seg(kOwners, 16, "many");
   shmsem_t *s = seg.get();
   std::vector<shmsem_lease_t> l(kOwners);
-  for (uint32_t i = 0; i < kOwners; i++) ASSERT_EQ(shmsem_try_acquire(s, &l[i]), 0);
+  for (uint32_t i = 0; i < kOwners; i++)
+    ASSERT_EQ(shmsem_try_acquire(s, &l[i]), 0);
   for (uint32_t i = 0; i < kOwners; i++)
     ASSERT_EQ(testing::set_lease_owner(s, l[i], int(4'000'000 + i), 1, 0), 0);
   auto t0 = std::chrono::steady_clock::now();
   EXPECT_EQ(shmsem_recover(s), int(kOwners));
-  double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  double took =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
+          .count();
   RecordProperty("recover_ms", int(took * 1000));
-  printf("one pass over %u distinct dead owners: %.0f ms\n", kOwners, took * 1000);
+  printf("one pass over %u distinct dead owners: %.0f ms\n", kOwners,
+         took * 1000);
   EXPECT_LT(took, 20.0);
   EXPECT_COUNTS(s, kOwners, 0, 0, 0);
   EXPECT_INVARIANTS(s);

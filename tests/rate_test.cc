@@ -257,7 +257,8 @@ TEST(Rate, ThousandAcquisitionsAtFiveHundredPerSecondFromFourProcesses) {
     });
   ASSERT_TRUE(kids.wait_all_ok());
   clock_gettime(CLOCK_MONOTONIC, &t1);
-  double secs = double(t1.tv_sec - t0.tv_sec) + double(t1.tv_nsec - t0.tv_nsec) / 1e9;
+  double secs =
+      double(t1.tv_sec - t0.tv_sec) + double(t1.tv_nsec - t0.tv_nsec) / 1e9;
   printf("1000 acquisitions at 500/s, burst 10: %.3f s, %.1f/s\n", secs,
          1000 / secs);
   EXPECT_GE(secs, 990.0 / 500 - 0.01);

@@ -42,7 +42,8 @@ TEST(Shutdown, QueuedWaitersFailAndHeldLeasesReleaseNormally) {
       shmsem_lease_t l;
       results[size_t(i)] = shmsem_acquire(s, &l);
     });
-    ASSERT_TRUE(wait_until([&] { return counts(s).waiting == uint32_t(i + 1); }));
+    ASSERT_TRUE(
+        wait_until([&] { return counts(s).waiting == uint32_t(i + 1); }));
   }
   EXPECT_EQ(shmsem_shutdown(s), 3);
   for (auto &t : threads) t.join();

@@ -201,7 +201,8 @@ TEST(Untrusted, ReservationLinkChangedDuringRepairIsNeverFollowed) {
   EXPECT_INVARIANTS(s);
 }
 
-// --- 2. a granted chain's link changed between the two walks ------------------
+// --- 2. a granted chain's link changed between the two walks
+// ------------------
 
 // At WAIT_CHAIN_READ (the granted chain walked and found whole, its
 // records not yet HELD): its last record now links far past the table.
@@ -312,7 +313,8 @@ TEST(Untrusted, LoopedWeightedChainIsReleasedOnce) {
   }
 }
 
-// --- 4. a looped reservation ---------------------------------------------------
+// --- 4. a looped reservation
+// ---------------------------------------------------
 
 // A granted reservation of 3 bent into a loop before its waiter consumed
 // it: the waiter got -EUCLEAN, but repair rebuilt its slot as GRANTED with
@@ -353,7 +355,8 @@ TEST(Untrusted, LoopedReservationLeavesTheWaiterOwningNothing) {
   EXPECT_COUNTS(s, 4, 0, 0, 0);
 }
 
-// --- 5. capacity counters -----------------------------------------------------
+// --- 5. capacity counters
+// -----------------------------------------------------
 
 // core.retired = N (no record RETIRED): shmsem_set_permits(2) returned 0
 // while every permit could still be taken, later shrinks did nothing, and
@@ -399,7 +402,8 @@ TEST(Untrusted, RetiringCounterAboveTheGeometryIsRepaired) {
   EXPECT_COUNTS(s, 2, 0, 0, 0);
 }
 
-// --- 6. the rate state ---------------------------------------------------------
+// --- 6. the rate state
+// ---------------------------------------------------------
 
 // rate_tat_ns = 2^64 - 1, written once, stopped every acquisition for good:
 // the clamp in rate.h was recomputed from "now" at each read and never

@@ -47,7 +47,6 @@ struct QueuedThread {
   }
 };
 
-
 TEST(Untrusted, OutOfRangeFreeListIndexIsRepairedNotFollowed) {
   Segment seg(2);
   seg.get()->core->free_lease = kFar;
@@ -104,7 +103,8 @@ TEST(Untrusted, TicketsRewrittenDuringRepairCannotCorruptMemory) {
 // segment fuzzer's author.
 TEST(Untrusted, LockWordWithFlagsButNoTidIsTakenOver) {
   Segment seg(1);
-  seg.get()->core->lock_word.store(detail::kLockWaiters | detail::kLockTakeover);
+  seg.get()->core->lock_word.store(detail::kLockWaiters |
+                                   detail::kLockTakeover);
   in_child([&] {
     shmsem_t *s = seg.open_again();
     shmsem_lease_t l;
@@ -301,7 +301,8 @@ TEST(Untrusted, GarbageInEveryDerivedFieldIsRepairedNotFollowed) {
 // (undefined behaviour; found by the segment fuzzer). Sums saturate now.
 TEST(Untrusted, HugeWaitHistogramCountsStillGiveAQuantileBound) {
   Segment seg(1);
-  seg.get()->core->wait_hist[shmsem_hist_bucket(40)].store(~uint64_t{0});  // 40-43 ns
+  seg.get()->core->wait_hist[shmsem_hist_bucket(40)].store(
+      ~uint64_t{0});                                             // 40-43 ns
   seg.get()->core->wait_hist[shmsem_hist_bucket(100)].store(1);  // 96-103 ns
   in_child([&] {
     shmsem_t *s = seg.open_again();
@@ -377,10 +378,11 @@ TEST(Untrusted, InspectJudgesOwnersAfreshEachTime) {
 // Everything shmsem_inspect can read a segment through: the writable
 // handle (under the lock), a read-only mapping (without it), and a copy.
 // Each result of each, in a child: a crash is the finding.
-int inspect_every_way(shmsem_t *s, const std::string &name,
-                      const std::function<int(int, const shmsem_inspection &,
-                                              const std::vector<shmsem_holder> &,
-                                              const std::vector<shmsem_waiter_info> &)> &check) {
+int inspect_every_way(
+    shmsem_t *s, const std::string &name,
+    const std::function<int(int, const shmsem_inspection &,
+                            const std::vector<shmsem_holder> &,
+                            const std::vector<shmsem_waiter_info> &)> &check) {
   shmsem_t *ro = nullptr, *copy = nullptr;
   if (shmsem_open(name.c_str(), SHMSEM_RDONLY, &ro) != 0) return 90;
   if (shmsem_open(name.c_str(), SHMSEM_SNAPSHOT, &copy) != 0) return 91;
@@ -459,20 +461,21 @@ TEST(Untrusted, InspectOfOutOfRangeLinksAndCountsIsEucleanNotACrash) {
     }
     s->core->head = kFar;
     // Links alone: a degraded answer, not a damaged one.
-    int bad = inspect_every_way(
-        s, seg.name(),
-        [](int r, const shmsem_inspection &in,
-           const std::vector<shmsem_holder> &holders,
-           const std::vector<shmsem_waiter_info> &) {
-          if (r != 0) return 1;
-          uint32_t permits = 0;
-          for (const auto &h : holders) {
-            if (h.lease >= 4 || h.weight < 1 || h.weight > 4) return 2;
-            permits += h.weight;
-          }
-          if (permits > 4) return 3;
-          return in.nwaiters == 0 ? 0 : 4;
-        });
+    int bad =
+        inspect_every_way(s, seg.name(),
+                          [](int r, const shmsem_inspection &in,
+                             const std::vector<shmsem_holder> &holders,
+                             const std::vector<shmsem_waiter_info> &) {
+                            if (r != 0) return 1;
+                            uint32_t permits = 0;
+                            for (const auto &h : holders) {
+                              if (h.lease >= 4 || h.weight < 1 || h.weight > 4)
+                                return 2;
+                              permits += h.weight;
+                            }
+                            if (permits > 4) return 3;
+                            return in.nwaiters == 0 ? 0 : 4;
+                          });
     if (bad) return 10 + bad;
     // Counters past the geometry: somebody else wrote them. A reader
     // without the lock reports the damage; one that takes the lock (a

@@ -22,7 +22,6 @@
 namespace shmsem::test {
 namespace {
 
-
 // A thread that acquires `n` permits, records its name in `order`, and
 // keeps the lease in `out` (the test releases it).
 struct Acquirer {

@@ -142,7 +142,7 @@ int read_pool_copy(const std::string &name, Snapshot *out) {
   Handle h;
   int e = shmsem_open(name.c_str(), SHMSEM_SNAPSHOT, &h.s);
   if (e) return e;
-  struct shmsem_inspection in;
+  struct shmsem_inspection in = {};
   std::vector<struct shmsem_holder> holders;
   std::vector<struct shmsem_waiter_info> waiters;
   e = inspect_all(h.s, &in, &holders, &waiters);

@@ -40,7 +40,7 @@ class Semaphore {
   shmsem_t *get() const { return s_; }
 
   struct shmsem_stat stat() const {
-    struct shmsem_stat st{};
+    struct shmsem_stat st {};
     if (int e = shmsem_stat(s_, &st)) throw Error("stat", e);
     return st;
   }
@@ -63,7 +63,8 @@ int main(int argc, char **argv) {
     std::fprintf(stderr, "usage: %s /name [PERMITS]\n", argv[0]);
     return 2;
   }
-  uint32_t permits = argc == 3 ? uint32_t(std::strtoul(argv[2], nullptr, 10)) : 2;
+  uint32_t permits =
+      argc == 3 ? uint32_t(std::strtoul(argv[2], nullptr, 10)) : 2;
   try {
     Semaphore sem(argv[1], permits);
     {
@@ -72,11 +73,14 @@ int main(int argc, char **argv) {
       if (int e = shmsem::acquire(sem.get(), &lease, &deadline))
         throw Error("acquire", e);
       struct shmsem_stat st = sem.stat();
-      std::printf("shmsem %s: holding resource %u of %s (%u of %u permits held)\n",
-                  SHMSEM_VERSION_STRING, lease.resource(), argv[1], st.held, st.permits);
+      std::printf(
+          "shmsem %s: holding resource %u of %s (%u of %u permits held)\n",
+          SHMSEM_VERSION_STRING, lease.resource(), argv[1], st.held,
+          st.permits);
     }  // the Lease releases the permit here
     struct shmsem_stat st = sem.stat();
-    std::printf("released: %u of %u permits available\n", st.available, st.permits);
+    std::printf("released: %u of %u permits available\n", st.available,
+                st.permits);
     return 0;
   } catch (const Error &e) {
     std::fprintf(stderr, "lease-guard: %s\n", e.what());

@@ -91,7 +91,8 @@ class Executor {
       std::function<void()> task;
       {
         std::unique_lock lock(mu_);
-        if (!cv_.wait(lock, st, [this] { return !queue_.empty(); })) return;  // stopped
+        if (!cv_.wait(lock, st, [this] { return !queue_.empty(); }))
+          return;  // stopped
         task = std::move(queue_.front());
         queue_.pop_front();
       }
@@ -137,7 +138,8 @@ void expect(bool ok, const char *what) {
 
 // Polls the semaphore until `n` acquires are queued; false after `budget`.
 // (Waiting for an observable state; nothing is ordered by time.)
-bool wait_for_waiters(const shmsem::semaphore &sem, uint32_t n, std::chrono::seconds budget) {
+bool wait_for_waiters(const shmsem::semaphore &sem, uint32_t n,
+                      std::chrono::seconds budget) {
   const auto deadline = std::chrono::steady_clock::now() + budget;
   while (sem.stat().waiting != n) {
     if (std::chrono::steady_clock::now() > deadline) return false;
@@ -147,7 +149,8 @@ bool wait_for_waiters(const shmsem::semaphore &sem, uint32_t n, std::chrono::sec
 }
 
 int run(int threads, int tasks) {
-  const std::string name = "/shmsem-example-executor-" + std::to_string(getpid());
+  const std::string name =
+      "/shmsem-example-executor-" + std::to_string(getpid());
   shmsem_config cfg{};
   cfg.permits = kPermits;
   auto sem = shmsem::semaphore::create(name, cfg, SHMSEM_EXCL);
@@ -165,7 +168,8 @@ int run(int threads, int tasks) {
         while (now > seen && !max_running.compare_exchange_weak(seen, now)) {
         }
         uint64_t h = static_cast<uint64_t>(i);
-        for (int k = 0; k < 1000; k++) h = h * 6364136223846793005u + 1442695040888963407u;
+        for (int k = 0; k < 1000; k++)
+          h = h * 6364136223846793005u + 1442695040888963407u;
         sink.fetch_add(h, std::memory_order_relaxed);
         running.fetch_sub(1);  // before the lease goes back
         done.fetch_add(1);
@@ -174,39 +178,49 @@ int run(int threads, int tasks) {
     }
     for (int d = done.load(); d < tasks; d = done.load()) done.wait(d);
   }  // ~Executor: stops its idle workers
-  std::printf("task-executor: %d tasks on %d threads, at most %d running at once (K = %u)\n",
-              done.load(), threads, max_running.load(), kPermits);
+  std::printf(
+      "task-executor: %d tasks on %d threads, at most %d running at once (K = "
+      "%u)\n",
+      done.load(), threads, max_running.load(), kPermits);
   expect(done.load() == tasks, "every task ran");
-  expect(max_running.load() <= static_cast<int>(kPermits), "never more than K tasks at once");
-  expect(sem.stat().acquisitions == static_cast<uint64_t>(tasks), "one acquisition per task");
+  expect(max_running.load() <= static_cast<int>(kPermits),
+         "never more than K tasks at once");
+  expect(sem.stat().acquisitions == static_cast<uint64_t>(tasks),
+         "one acquisition per task");
 
   // Phase 2: shutdown cancels acquires queued in the semaphore.
   std::atomic<int> ran_late{0};
   std::vector<shmsem::lease> held;
-  for (uint32_t i = 0; i < kPermits; i++) held.push_back(sem.acquire());  // no permit left
+  for (uint32_t i = 0; i < kPermits; i++)
+    held.push_back(sem.acquire());  // no permit left
   const struct shmsem_stat before = sem.stat();
   {
     Executor ex(sem, threads);
     for (int i = 0; i < threads; i++) ex.submit([&] { ran_late.fetch_add(1); });
     const bool queued = wait_for_waiters(sem, static_cast<uint32_t>(threads),
-                                        std::chrono::seconds(20));
+                                         std::chrono::seconds(20));
     expect(queued, "every worker queued in acquire before the shutdown");
     ex.shutdown();
-    std::printf("task-executor: shutdown with %d acquires queued: %d returned nullopt, "
-                "%zu tasks dropped\n",
-                queued ? threads : -1, ex.cancelled(), ex.dropped());
+    std::printf(
+        "task-executor: shutdown with %d acquires queued: %d returned nullopt, "
+        "%zu tasks dropped\n",
+        queued ? threads : -1, ex.cancelled(), ex.dropped());
     expect(ex.cancelled() == threads, "every queued acquire returned nullopt");
     expect(ex.dropped() == 0, "no task was left in the executor's queue");
   }
   expect(ran_late.load() == 0, "no task ran without a permit");
   struct shmsem_stat st = sem.stat();
-  expect(st.waiting == 0 && st.reserved == 0, "nobody left in the semaphore's queue");
-  expect(st.held == kPermits, "the main thread's permits are the only ones held");
-  expect(st.cancellations - before.cancellations == static_cast<uint64_t>(threads),
-         "the semaphore counted every cancellation");
+  expect(st.waiting == 0 && st.reserved == 0,
+         "nobody left in the semaphore's queue");
+  expect(st.held == kPermits,
+         "the main thread's permits are the only ones held");
+  expect(
+      st.cancellations - before.cancellations == static_cast<uint64_t>(threads),
+      "the semaphore counted every cancellation");
   held.clear();  // the main thread gives its permits back
   st = sem.stat();
-  expect(st.available == kPermits && st.held == 0, "stat: available == K, no permit leaked");
+  expect(st.available == kPermits && st.held == 0,
+         "stat: available == K, no permit leaked");
   expect(shmsem_check(sem.native_handle()) == 0, "shmsem_check() == 0");
   return failures == 0 ? 0 : 1;
 }
@@ -228,7 +242,8 @@ int main(int argc, char **argv) {
   }
   try {
     const int rc = run(threads, tasks);
-    std::printf("task-executor: %s\n", rc == 0 ? "all checks passed" : "FAILED");
+    std::printf("task-executor: %s\n",
+                rc == 0 ? "all checks passed" : "FAILED");
     return rc;
   } catch (const std::exception &e) {
     std::fprintf(stderr, "task-executor: %s\n", e.what());

@@ -47,7 +47,7 @@ enum ChildStatus : int {
 // semaphore is still held (the parent's), read through the handle the
 // child inherited (shmsem.h: a child may use its parent's handle at once).
 int parents_permit_still_held(shmsem_t *s) {
-  struct shmsem_stat st{};
+  struct shmsem_stat st {};
   if (shmsem_stat(s, &st) != 0) return kStatFailed;
   return st.held == 1 && st.available == 0 ? kChildOk : kParentsPermitFreed;
 }
@@ -56,17 +56,19 @@ int parents_permit_still_held(shmsem_t *s) {
 // (the owner check reads the child's id, not the parent's it inherited).
 int own_lease_is_released_here(semaphore &sem) {
   { lease mine = sem.acquire(); }
-  struct shmsem_stat st{};
+  struct shmsem_stat st {};
   if (shmsem_stat(sem.native_handle(), &st) != 0) return kStatFailed;
   return st.held == 0 && st.available == 1 ? kChildOk : kOwnLeaseNotReleased;
 }
 
 // In the parent, once the child has exited: the permit is still its own
 // (a try on the 1-permit semaphore fails), and its own release succeeds.
-void expect_parent_still_holds(const Segment &seg, semaphore &sem, lease &kept) {
+void expect_parent_still_holds(const Segment &seg, semaphore &sem,
+                               lease &kept) {
   EXPECT_TRUE(kept);
   EXPECT_COUNTS(seg.get(), 0, 1, 0, 0);
-  EXPECT_FALSE(sem.try_acquire().has_value()) << "the child's copy freed the parent's permit";
+  EXPECT_FALSE(sem.try_acquire().has_value())
+      << "the child's copy freed the parent's permit";
   EXPECT_NO_THROW(kept.release());
   EXPECT_COUNTS(seg.get(), 1, 0, 0, 0);
   EXPECT_EQ(sem.stat().acquisitions, 1u) << "the parent's acquire only";
@@ -130,7 +132,8 @@ TEST(ForkChild, LeaseUnwoundByAnExceptionInTheChildKeepsTheParentsPermit) {
 // An explicit release() in the child is a bug the caller should hear of:
 // std::system_error(EINVAL) naming the owner and this process, nothing
 // released, and the copy empty afterwards; release(ec) reports EINVAL.
-TEST(ForkChild, ReleaseInTheChildThrowsEinvalNamingBothProcessesAndFreesNothing) {
+TEST(ForkChild,
+     ReleaseInTheChildThrowsEinvalNamingBothProcessesAndFreesNothing) {
   Segment seg(1);
   auto sem = semaphore::open(seg.name());
   lease l = sem.acquire();
@@ -143,8 +146,10 @@ TEST(ForkChild, ReleaseInTheChildThrowsEinvalNamingBothProcessesAndFreesNothing)
     } catch (const std::system_error &e) {
       if (e.code() != std::errc::invalid_argument) return kReleaseNotEinval;
       const std::string what = e.what();
-      if (what.find("belongs to process " + std::to_string(parent)) == std::string::npos ||
-          what.find("not to this process " + std::to_string(getpid())) == std::string::npos)
+      if (what.find("belongs to process " + std::to_string(parent)) ==
+              std::string::npos ||
+          what.find("not to this process " + std::to_string(getpid())) ==
+              std::string::npos)
         return kReleaseTextWrong;
     }
     if (l) return kLeaseNotEmptied;

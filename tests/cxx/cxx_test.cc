@@ -205,7 +205,8 @@ TEST(Lease, SecondReleaseThroughACopiedTokenThrowsEalready) {
     EXPECT_EQ(e.code().value(), EALREADY);
     EXPECT_EQ(&e.code().category(), &shmsem::category());
     EXPECT_EQ(e.code().message(), shmsem_strerror(-EALREADY));
-    EXPECT_NE(std::string(e.what()).find(shmsem_strerror(-EALREADY)), std::string::npos)
+    EXPECT_NE(std::string(e.what()).find(shmsem_strerror(-EALREADY)),
+              std::string::npos)
         << e.what();
   }
   EXPECT_FALSE(second) << "a refused token is dropped";
@@ -282,8 +283,9 @@ TEST(Semaphore, CreateOpenAndUnlinkByName) {
   cfg.permits = 3;
   {
     auto sem = semaphore::create(name, cfg, SHMSEM_EXCL);
-    EXPECT_EQ(thrown_code([&] { (void)semaphore::create(name, cfg, SHMSEM_EXCL); }),
-              std::errc::file_exists);
+    EXPECT_EQ(
+        thrown_code([&] { (void)semaphore::create(name, cfg, SHMSEM_EXCL); }),
+        std::errc::file_exists);
     auto again = semaphore::open(name);
     lease l = again.acquire();
     EXPECT_EQ(sem.stat().held, 1u);
@@ -320,8 +322,10 @@ TEST(Semaphore, MoveKeepsItsLeasesValidAndEmptiesTheSource) {
 TEST(Semaphore, EmptySemaphoreThrowsEinval) {
   semaphore s;
   EXPECT_FALSE(s);
-  EXPECT_EQ(thrown_code([&] { (void)s.acquire(); }), std::errc::invalid_argument);
-  EXPECT_EQ(thrown_code([&] { (void)s.try_acquire(); }), std::errc::invalid_argument);
+  EXPECT_EQ(thrown_code([&] { (void)s.acquire(); }),
+            std::errc::invalid_argument);
+  EXPECT_EQ(thrown_code([&] { (void)s.try_acquire(); }),
+            std::errc::invalid_argument);
   EXPECT_EQ(thrown_code([&] { (void)s.stat(); }), std::errc::invalid_argument);
 }
 
@@ -331,7 +335,8 @@ TEST(Semaphore, ShutdownMakesAcquiresThrowEshutdown) {
   lease held = sem.acquire();
   // A queued waiter is failed by the shutdown, and throws.
   std::error_code queued;
-  std::jthread waiter([&] { queued = thrown_code([&] { (void)sem.acquire(); }); });
+  std::jthread waiter(
+      [&] { queued = thrown_code([&] { (void)sem.acquire(); }); });
   ASSERT_TRUE(waiting_is(seg.get(), 1));
   EXPECT_EQ(sem.shutdown(), 1);
   waiter.join();
@@ -355,8 +360,10 @@ TEST(Semaphore, ShutdownMakesAcquiresThrowEshutdown) {
 TEST(Semaphore, ReadOnlyHandleThrowsEbadfButStats) {
   Segment seg(1);
   auto ro = semaphore::open(seg.name(), SHMSEM_RDONLY);
-  EXPECT_EQ(thrown_code([&] { (void)ro.acquire(); }), std::errc::bad_file_descriptor);
-  EXPECT_EQ(thrown_code([&] { (void)ro.recover(); }), std::errc::bad_file_descriptor);
+  EXPECT_EQ(thrown_code([&] { (void)ro.acquire(); }),
+            std::errc::bad_file_descriptor);
+  EXPECT_EQ(thrown_code([&] { (void)ro.recover(); }),
+            std::errc::bad_file_descriptor);
   EXPECT_EQ(ro.stat().permits, 1u);
   EXPECT_NO_THROW(ro.check());
 }
@@ -376,7 +383,8 @@ TEST(StopToken, StopDuringAQueuedAcquireReturnsNullopt) {
   auto sem = semaphore::open(seg.name());
   lease held = sem.acquire();  // 0 free permits: the waiter must queue
   bool got = true;
-  std::jthread waiter([&](const std::stop_token &st) { got = sem.acquire(st).has_value(); });
+  std::jthread waiter(
+      [&](const std::stop_token &st) { got = sem.acquire(st).has_value(); });
   ASSERT_TRUE(waiting_is(seg.get(), 1));
   waiter.request_stop();
   waiter.join();
@@ -394,7 +402,8 @@ TEST(StopToken, JthreadDestructorCancelsTheQueuedAcquire) {
   lease held = sem.acquire();
   bool got = true;
   {
-    std::jthread waiter([&](const std::stop_token &st) { got = sem.acquire(st).has_value(); });
+    std::jthread waiter(
+        [&](const std::stop_token &st) { got = sem.acquire(st).has_value(); });
     ASSERT_TRUE(waiting_is(seg.get(), 1));
   }  // ~jthread: request_stop(), join()
   EXPECT_FALSE(got);
@@ -408,7 +417,9 @@ TEST(StopToken, StopRequestedBeforeTheCallReturnsNulloptEvenWithAFreePermit) {
   src.request_stop();
   EXPECT_FALSE(sem.acquire(src.get_token()).has_value());
   EXPECT_FALSE(sem.acquire_for(hours(1), src.get_token()).has_value());
-  EXPECT_FALSE(sem.acquire_until(steady_clock::now() + hours(1), src.get_token()).has_value());
+  EXPECT_FALSE(
+      sem.acquire_until(steady_clock::now() + hours(1), src.get_token())
+          .has_value());
   EXPECT_COUNTS(seg.get(), 1, 0, 0, 0);
   EXPECT_EQ(sem.stat().acquisitions, 0u);
 }
@@ -434,9 +445,10 @@ TEST(StopToken, GrantWhileQueuedWinsOverALaterStop) {
   auto sem = semaphore::open(seg.name());
   lease held = sem.acquire();
   std::optional<lease> got;
-  std::jthread waiter([&](const std::stop_token &st) { got = sem.acquire(st); });
+  std::jthread waiter(
+      [&](const std::stop_token &st) { got = sem.acquire(st); });
   ASSERT_TRUE(waiting_is(seg.get(), 1));
-  held.release();  // handed to the waiter
+  held.release();               // handed to the waiter
   ASSERT_TRUE(wait_until([&] {  // the waiter has turned its grant into a lease
     const Counts c = counts(seg.get());
     return c.waiting == 0 && c.reserved == 0 && c.held == 1;
@@ -480,9 +492,9 @@ TEST(Chrono, AcquireUntilReturnsNulloptNotBeforeTheDeadline) {
   auto sem = semaphore::open(seg.name());
   lease held = sem.acquire();
   // A coarse time point type converts exactly (a deadline never earlier).
-  const auto deadline =
-      std::chrono::time_point_cast<std::chrono::microseconds>(steady_clock::now()) +
-      milliseconds(25);
+  const auto deadline = std::chrono::time_point_cast<std::chrono::microseconds>(
+                            steady_clock::now()) +
+                        milliseconds(25);
   EXPECT_FALSE(sem.acquire_until(deadline).has_value());
   EXPECT_GE(steady_clock::now(), deadline);
 }
@@ -500,15 +512,18 @@ TEST(Chrono, PastDeadlinesAndNonPositiveDurationsOnlyTry) {
   auto sem = semaphore::open(seg.name());
   // Free permit: taken. Before the clock's epoch is "now" too.
   EXPECT_TRUE(sem.acquire_until(steady_clock::time_point{}).has_value());
-  EXPECT_TRUE(sem.acquire_until(steady_clock::time_point{} - hours(1)).has_value());
+  EXPECT_TRUE(
+      sem.acquire_until(steady_clock::time_point{} - hours(1)).has_value());
   EXPECT_TRUE(sem.acquire_for(seconds(0)).has_value());
   EXPECT_TRUE(sem.acquire_for(seconds(-1)).has_value());
   EXPECT_TRUE(sem.acquire_for(std::chrono::hours::min()).has_value());
   // None free: nullopt at once (-ETIMEDOUT, not -EINVAL for tv_sec < 0).
   lease held = sem.acquire();
-  EXPECT_FALSE(sem.acquire_until(steady_clock::time_point{} - hours(1)).has_value());
+  EXPECT_FALSE(
+      sem.acquire_until(steady_clock::time_point{} - hours(1)).has_value());
   EXPECT_FALSE(sem.acquire_for(seconds(-1)).has_value());
-  EXPECT_FALSE(sem.acquire_for(std::chrono::duration<double>(-INFINITY)).has_value());
+  EXPECT_FALSE(
+      sem.acquire_for(std::chrono::duration<double>(-INFINITY)).has_value());
   EXPECT_COUNTS(seg.get(), 0, 1, 0, 0);
 }
 
@@ -522,10 +537,12 @@ TEST(Chrono, OverflowingDurationsSaturateToWaitingForever) {
   std::optional<lease> a, b, c;
   std::jthread t1([&] { a = sem.acquire_for(std::chrono::hours::max()); });
   ASSERT_TRUE(waiting_is(seg.get(), 1));
-  std::jthread t2([&] { b = sem.acquire_for(std::chrono::duration<double>(1e300)); });
+  std::jthread t2(
+      [&] { b = sem.acquire_for(std::chrono::duration<double>(1e300)); });
   ASSERT_TRUE(waiting_is(seg.get(), 2));
   std::jthread t3([&] {
-    c = sem.acquire_until(steady_clock::time_point(steady_clock::duration::max()));
+    c = sem.acquire_until(
+        steady_clock::time_point(steady_clock::duration::max()));
   });
   ASSERT_TRUE(waiting_is(seg.get(), 3));
   held.release();  // FIFO: t1, then t2, then t3
@@ -565,9 +582,11 @@ TEST(Chrono, AcquireForTimesOutOnTheLibrarysClock) {
     waiter.join();
     return ended && !got.has_value();
   };
-  EXPECT_TRUE(times_out_after_advancing([&] { return sem.acquire_for(seconds(10)); }));
+  EXPECT_TRUE(
+      times_out_after_advancing([&] { return sem.acquire_for(seconds(10)); }));
   ASSERT_TRUE(held.has_value() && *held);
-  EXPECT_TRUE(times_out_after_advancing([&] { return sem.acquire_for(2, seconds(10)); }));
+  EXPECT_TRUE(times_out_after_advancing(
+      [&] { return sem.acquire_for(2, seconds(10)); }));
   EXPECT_EQ(sem.stat().timeouts, 2u);
 }
 
@@ -576,25 +595,36 @@ TEST(Chrono, OtherClocksConvertOnceToADuration) {
   auto sem = semaphore::open(seg.name());
   lease held = sem.acquire();
   const auto start = steady_clock::now();
-  EXPECT_FALSE(sem.acquire_until(std::chrono::system_clock::now() + milliseconds(20)).has_value());
+  EXPECT_FALSE(
+      sem.acquire_until(std::chrono::system_clock::now() + milliseconds(20))
+          .has_value());
   EXPECT_GE(steady_clock::now() - start, milliseconds(20));
 }
 
 TEST(Chrono, ConversionRoundsUpAndSaturates) {
+  using cxx_internal::saturating_ceil_ns;
   using std::chrono::duration;
   using std::chrono::nanoseconds;
-  using cxx_internal::saturating_ceil_ns;
-  EXPECT_EQ(saturating_ceil_ns(std::chrono::microseconds(7)), nanoseconds(7000));
-  EXPECT_EQ(saturating_ceil_ns(std::chrono::seconds(-3)), nanoseconds(-3'000'000'000));
-  EXPECT_EQ(saturating_ceil_ns(duration<long long, std::pico>(1001)), nanoseconds(2));
-  EXPECT_EQ(saturating_ceil_ns(duration<long long, std::pico>(-1001)), nanoseconds(-1));
-  EXPECT_EQ(saturating_ceil_ns(duration<long long, std::ratio<1, 3>>(1)), nanoseconds(333'333'334));
-  EXPECT_EQ(saturating_ceil_ns(duration<double, std::milli>(1.0000005)), nanoseconds(1'000'001));
+  EXPECT_EQ(saturating_ceil_ns(std::chrono::microseconds(7)),
+            nanoseconds(7000));
+  EXPECT_EQ(saturating_ceil_ns(std::chrono::seconds(-3)),
+            nanoseconds(-3'000'000'000));
+  EXPECT_EQ(saturating_ceil_ns(duration<long long, std::pico>(1001)),
+            nanoseconds(2));
+  EXPECT_EQ(saturating_ceil_ns(duration<long long, std::pico>(-1001)),
+            nanoseconds(-1));
+  EXPECT_EQ(saturating_ceil_ns(duration<long long, std::ratio<1, 3>>(1)),
+            nanoseconds(333'333'334));
+  EXPECT_EQ(saturating_ceil_ns(duration<double, std::milli>(1.0000005)),
+            nanoseconds(1'000'001));
   EXPECT_EQ(saturating_ceil_ns(std::chrono::hours::max()), nanoseconds::max());
   EXPECT_EQ(saturating_ceil_ns(std::chrono::hours::min()), nanoseconds::min());
-  EXPECT_EQ(saturating_ceil_ns(duration<unsigned long long>(~0ull)), nanoseconds::max());
-  EXPECT_EQ(saturating_ceil_ns(duration<double>(std::nan(""))), nanoseconds::max());
-  EXPECT_EQ(saturating_ceil_ns(duration<double>(-INFINITY)), nanoseconds::min());
+  EXPECT_EQ(saturating_ceil_ns(duration<unsigned long long>(~0ull)),
+            nanoseconds::max());
+  EXPECT_EQ(saturating_ceil_ns(duration<double>(std::nan(""))),
+            nanoseconds::max());
+  EXPECT_EQ(saturating_ceil_ns(duration<double>(-INFINITY)),
+            nanoseconds::min());
   EXPECT_EQ(saturating_ceil_ns(nanoseconds::max()), nanoseconds::max());
 }
 
@@ -632,7 +662,9 @@ TEST(Weighted, WeightFollowsTheLeaseAndIsZeroWhenEmpty) {
   EXPECT_EQ(moved.weight(), 2u);
   // The moved-from state is the point (see expect_empty).
   // cppcheck-suppress accessMoved
-  EXPECT_EQ(two.weight(), 0u);  // NOLINT(bugprone-use-after-move,clang-analyzer-cplusplus.Move)
+  EXPECT_EQ(
+      two.weight(),
+      0u);  // NOLINT(bugprone-use-after-move,clang-analyzer-cplusplus.Move)
   one = std::move(moved);  // one's permit goes back, the 2 move in
   EXPECT_EQ(one.weight(), 2u);
   EXPECT_COUNTS(seg.get(), 2, 2, 0, 0);
@@ -666,9 +698,12 @@ TEST(Weighted, TryAcquireAboveMaxPermitsThrowsEinvalAndTakesNothing) {
   Segment seg(4);
   auto sem = semaphore::open(seg.name());
   // Never grantable: an error, not "no permits now" (nullopt).
-  EXPECT_EQ(thrown_code([&] { (void)sem.try_acquire(5); }), std::errc::invalid_argument);
-  EXPECT_EQ(thrown_code([&] { (void)sem.try_acquire(0); }), std::errc::invalid_argument);
-  EXPECT_EQ(thrown_code([&] { (void)sem.acquire(5); }), std::errc::invalid_argument);
+  EXPECT_EQ(thrown_code([&] { (void)sem.try_acquire(5); }),
+            std::errc::invalid_argument);
+  EXPECT_EQ(thrown_code([&] { (void)sem.try_acquire(0); }),
+            std::errc::invalid_argument);
+  EXPECT_EQ(thrown_code([&] { (void)sem.acquire(5); }),
+            std::errc::invalid_argument);
   EXPECT_EQ(thrown_code([&] { (void)sem.acquire_for(5, hours(1)); }),
             std::errc::invalid_argument);
   EXPECT_COUNTS(seg.get(), 4, 0, 0, 0);
@@ -681,12 +716,15 @@ TEST(Weighted, CountsOutsideUint32AreEinvalNotTruncated) {
   Segment seg(4);
   auto sem = semaphore::open(seg.name());
   const std::uint64_t wraps_to_one = (std::uint64_t{1} << 32) + 1;
-  EXPECT_EQ(thrown_code([&] { (void)sem.acquire(wraps_to_one); }), std::errc::invalid_argument);
+  EXPECT_EQ(thrown_code([&] { (void)sem.acquire(wraps_to_one); }),
+            std::errc::invalid_argument);
   EXPECT_EQ(thrown_code([&] { (void)sem.try_acquire(wraps_to_one); }),
             std::errc::invalid_argument);
-  EXPECT_EQ(thrown_code([&] { (void)sem.acquire(-1); }), std::errc::invalid_argument);
-  EXPECT_EQ(thrown_code([&] { (void)sem.acquire_until(-1, steady_clock::now()); }),
+  EXPECT_EQ(thrown_code([&] { (void)sem.acquire(-1); }),
             std::errc::invalid_argument);
+  EXPECT_EQ(
+      thrown_code([&] { (void)sem.acquire_until(-1, steady_clock::now()); }),
+      std::errc::invalid_argument);
   // 0 is refused before a stop requested earlier could hide it.
   std::stop_source src;
   src.request_stop();
@@ -702,9 +740,11 @@ TEST(Weighted, AcquireForTimesOutWhileThePermitsAreHeld) {
   const auto start = steady_clock::now();
   EXPECT_FALSE(sem.acquire_for(2, milliseconds(20)).has_value());
   EXPECT_GE(steady_clock::now() - start, milliseconds(20));
-  EXPECT_FALSE(sem.acquire_until(2, steady_clock::now() + milliseconds(5)).has_value());
   EXPECT_FALSE(
-      sem.acquire_until(2, std::chrono::system_clock::now() + milliseconds(5)).has_value());
+      sem.acquire_until(2, steady_clock::now() + milliseconds(5)).has_value());
+  EXPECT_FALSE(
+      sem.acquire_until(2, std::chrono::system_clock::now() + milliseconds(5))
+          .has_value());
   EXPECT_EQ(sem.stat().timeouts, 3u);
   // What the head had gathered meanwhile went back: nothing reserved.
   EXPECT_COUNTS(seg.get(), 1, 3, 0, 0);
@@ -721,7 +761,8 @@ TEST(Weighted, StopCancelsAQueuedWeightedAcquireAndItsReservationGoesBack) {
   auto sem = semaphore::open(seg.name());
   lease held = sem.acquire(3);
   bool got = true;
-  std::jthread waiter([&](const std::stop_token &st) { got = sem.acquire(2, st).has_value(); });
+  std::jthread waiter(
+      [&](const std::stop_token &st) { got = sem.acquire(2, st).has_value(); });
   ASSERT_TRUE(waiting_is(seg.get(), 1));
   // The head gathers its own: the free permit is reserved for it.
   EXPECT_COUNTS(seg.get(), 0, 3, 1, 1);
@@ -738,7 +779,9 @@ TEST(Weighted, OneReleaseGrantsAQueuedWeightedWaiterAllItNeeds) {
   auto sem = semaphore::open(seg.name());
   lease held = sem.acquire(4);
   std::optional<lease> got;
-  std::jthread waiter([&](const std::stop_token &st) { got = sem.acquire_for(3, hours(1), st); });
+  std::jthread waiter([&](const std::stop_token &st) {
+    got = sem.acquire_for(3, hours(1), st);
+  });
   ASSERT_TRUE(waiting_is(seg.get(), 1));
   held.release();  // 4 back at once: 3 to the waiter, 1 to the pool
   waiter.join();
@@ -754,7 +797,8 @@ TEST(Weighted, OneReleaseGrantsAQueuedWeightedWaiterAllItNeeds) {
 
 TEST(Capacity, SetPermitsGrowAndShrinkShowInStats) {
   const ScopedName n;
-  auto sem = semaphore::create(n.name, {.permits = 2, .max_permits = 8}, SHMSEM_EXCL);
+  auto sem =
+      semaphore::create(n.name, {.permits = 2, .max_permits = 8}, SHMSEM_EXCL);
   struct shmsem_stat st = sem.stat();
   EXPECT_EQ(st.permits, 2u);
   EXPECT_EQ(st.max_permits, 8u);
@@ -789,9 +833,12 @@ TEST(Capacity, SetPermitsGrowAndShrinkShowInStats) {
 
 TEST(Capacity, SetPermitsAboveMaxOrOutsideUint32IsEinvalAndChangesNothing) {
   const ScopedName n;
-  auto sem = semaphore::create(n.name, {.permits = 2, .max_permits = 4}, SHMSEM_EXCL);
-  EXPECT_EQ(thrown_code([&] { sem.set_permits(5); }), std::errc::invalid_argument);
-  EXPECT_EQ(thrown_code([&] { sem.set_permits(-1); }), std::errc::invalid_argument);
+  auto sem =
+      semaphore::create(n.name, {.permits = 2, .max_permits = 4}, SHMSEM_EXCL);
+  EXPECT_EQ(thrown_code([&] { sem.set_permits(5); }),
+            std::errc::invalid_argument);
+  EXPECT_EQ(thrown_code([&] { sem.set_permits(-1); }),
+            std::errc::invalid_argument);
   // 2^32 as uint32_t would be 0: a drain nobody asked for.
   EXPECT_EQ(thrown_code([&] { sem.set_permits(std::uint64_t{1} << 32); }),
             std::errc::invalid_argument);
@@ -805,17 +852,21 @@ TEST(Capacity, SetPermitsAboveMaxOrOutsideUint32IsEinvalAndChangesNothing) {
   EXPECT_EQ(&ec.category(), &shmsem::category());
   EXPECT_EQ(sem.stat().permits, 4u);
   auto ro = semaphore::open(n.name, SHMSEM_RDONLY);
-  EXPECT_EQ(thrown_code([&] { ro.set_permits(1); }), std::errc::bad_file_descriptor);
+  EXPECT_EQ(thrown_code([&] { ro.set_permits(1); }),
+            std::errc::bad_file_descriptor);
   semaphore empty;
-  EXPECT_EQ(thrown_code([&] { empty.set_permits(1); }), std::errc::invalid_argument);
+  EXPECT_EQ(thrown_code([&] { empty.set_permits(1); }),
+            std::errc::invalid_argument);
 }
 
 TEST(Capacity, GrowHandsTheNewPermitsToAQueuedWeightedWaiter) {
   const ScopedName n;
-  auto sem = semaphore::create(n.name, {.permits = 1, .max_permits = 4}, SHMSEM_EXCL);
+  auto sem =
+      semaphore::create(n.name, {.permits = 1, .max_permits = 4}, SHMSEM_EXCL);
   std::optional<lease> got;
   // 3 is above the capacity now but within max_permits: it waits.
-  std::jthread waiter([&](const std::stop_token &st) { got = sem.acquire(3, st); });
+  std::jthread waiter(
+      [&](const std::stop_token &st) { got = sem.acquire(3, st); });
   ASSERT_TRUE(waiting_is(sem.native_handle(), 1));
   sem.set_permits(3);
   waiter.join();
@@ -831,8 +882,8 @@ TEST(Capacity, GrowHandsTheNewPermitsToAQueuedWeightedWaiter) {
 TEST(Options, RateLimitedSemaphoreReportsItsRateAndBurstInStats) {
   using namespace std::chrono_literals;
   const ScopedName n;
-  auto sem = semaphore::create(n.name, {.permits = 8, .rate = 100, .per = 1s, .burst = 20},
-                               SHMSEM_EXCL);
+  auto sem = semaphore::create(
+      n.name, {.permits = 8, .rate = 100, .per = 1s, .burst = 20}, SHMSEM_EXCL);
   const struct shmsem_stat st = sem.stat();
   EXPECT_EQ(st.permits, 8u);
   EXPECT_EQ(st.max_permits, 8u);
@@ -848,8 +899,9 @@ TEST(Options, RateLimitedSemaphoreReportsItsRateAndBurstInStats) {
 // free.
 TEST(Options, EachAcquireTakesOneTokenWhateverItsWeight) {
   const ScopedName n;
-  auto sem = semaphore::create(n.name, {.permits = 8, .rate = 2, .per = hours(1), .burst = 3},
-                               SHMSEM_EXCL);
+  auto sem = semaphore::create(
+      n.name, {.permits = 8, .rate = 2, .per = hours(1), .burst = 3},
+      SHMSEM_EXCL);
   EXPECT_EQ(sem.stat().rate_tokens, 3u) << "a new bucket is full";
   std::optional<lease> a = sem.try_acquire(4);
   ASSERT_TRUE(a.has_value());
@@ -865,7 +917,8 @@ TEST(Options, EachAcquireTakesOneTokenWhateverItsWeight) {
       steady_clock::now().time_since_epoch());
   EXPECT_GT(st.rate_next_ns, static_cast<std::uint64_t>(now_ns.count()))
       << "the next token is half an hour away";
-  EXPECT_FALSE(sem.try_acquire().has_value()) << "a permit is free, a token is not";
+  EXPECT_FALSE(sem.try_acquire().has_value())
+      << "a permit is free, a token is not";
   EXPECT_FALSE(sem.acquire_for(milliseconds(5)).has_value());
   EXPECT_NO_THROW(sem.check());
 }
@@ -897,16 +950,20 @@ TEST(Options, InvalidCombinationsThrowEinval) {
   using std::chrono::nanoseconds;
   const ScopedName n;
   const auto code_of = [&](const options &o) {
-    return thrown_code([&] { (void)semaphore::create(n.name, o, SHMSEM_EXCL); });
+    return thrown_code(
+        [&] { (void)semaphore::create(n.name, o, SHMSEM_EXCL); });
   };
   EXPECT_EQ(code_of({.permits = 1, .rate = 1, .per = nanoseconds(-1)}),
             std::errc::invalid_argument);
-  EXPECT_EQ(code_of({.permits = 1, .per = seconds(1)}), std::errc::invalid_argument)
+  EXPECT_EQ(code_of({.permits = 1, .per = seconds(1)}),
+            std::errc::invalid_argument)
       << "a period without a rate";
   EXPECT_EQ(code_of({.permits = 1, .burst = 2}), std::errc::invalid_argument)
       << "a burst without a rate";
-  EXPECT_EQ(code_of({}), std::errc::invalid_argument) << "neither permits nor a rate";
-  EXPECT_EQ(code_of({.permits = 4, .max_permits = 2}), std::errc::invalid_argument);
+  EXPECT_EQ(code_of({}), std::errc::invalid_argument)
+      << "neither permits nor a rate";
+  EXPECT_EQ(code_of({.permits = 4, .max_permits = 2}),
+            std::errc::invalid_argument);
   EXPECT_EQ(code_of({.permits = 1, .rate = 2000, .per = microseconds(1)}),
             std::errc::invalid_argument)
       << "an interval below 1 ns";
@@ -920,8 +977,8 @@ TEST(Options, InvalidCombinationsThrowEinval) {
 // both describe the same semaphore, so creating without SHMSEM_EXCL opens it.
 TEST(Options, BracedListsAreOptionsAndConfigObjectsStillBind) {
   const ScopedName n;
-  auto first = semaphore::create(n.name, {.permits = 3, .rate = 10, .per = seconds(1)},
-                                 SHMSEM_EXCL);
+  auto first = semaphore::create(
+      n.name, {.permits = 3, .rate = 10, .per = seconds(1)}, SHMSEM_EXCL);
   shmsem_config cfg{};
   cfg.permits = 3;
   cfg.rate = 10;
@@ -930,21 +987,27 @@ TEST(Options, BracedListsAreOptionsAndConfigObjectsStillBind) {
   lease l = second.acquire();
   EXPECT_EQ(first.stat().held, 1u);
   // A different rate is another semaphore under the same name: EEXIST.
-  EXPECT_EQ(thrown_code([&] { (void)semaphore::create(n.name, {.permits = 3, .rate = 11}); }),
+  EXPECT_EQ(thrown_code([&] {
+              (void)semaphore::create(n.name, {.permits = 3, .rate = 11});
+            }),
             std::errc::file_exists);
-  EXPECT_EQ(thrown_code([&] { (void)semaphore::create(n.name, {.permits = 3}); }),
-            std::errc::file_exists);
+  EXPECT_EQ(
+      thrown_code([&] { (void)semaphore::create(n.name, {.permits = 3}); }),
+      std::errc::file_exists);
 }
 
 // The configuration compared is the one created: a capacity changed since
 // by set_permits() does not make the same options "another semaphore".
 TEST(Options, CreateStillOpensItAfterSetPermits) {
   const ScopedName n;
-  auto first = semaphore::create(n.name, {.permits = 2, .max_permits = 6}, SHMSEM_EXCL);
+  auto first =
+      semaphore::create(n.name, {.permits = 2, .max_permits = 6}, SHMSEM_EXCL);
   first.set_permits(5);
   auto second = semaphore::create(n.name, {.permits = 2, .max_permits = 6});
   EXPECT_EQ(second.stat().permits, 5u);
-  EXPECT_EQ(thrown_code([&] { (void)semaphore::create(n.name, {.permits = 5, .max_permits = 6}); }),
+  EXPECT_EQ(thrown_code([&] {
+              (void)semaphore::create(n.name, {.permits = 5, .max_permits = 6});
+            }),
             std::errc::file_exists);
 }
 
@@ -955,7 +1018,8 @@ TEST(Options, CreateStillOpensItAfterSetPermits) {
 // made them, and a weighted lease names one no other live lease has.
 TEST(Resource, LeasesHeldAtOnceNameDistinctIndicesBelowMaxPermits) {
   const ScopedName n;
-  auto sem = semaphore::create(n.name, {.permits = 4, .max_permits = 8}, SHMSEM_EXCL);
+  auto sem =
+      semaphore::create(n.name, {.permits = 4, .max_permits = 8}, SHMSEM_EXCL);
   std::vector<lease> held;
   held.push_back(sem.acquire());
   held.push_back(*sem.try_acquire());
@@ -1005,19 +1069,23 @@ std::string einval_what(F &&f) {
 
 TEST(EinvalMessage, WeightOutsideOneToMaxPermitsNamesTheWeightAndTheBound) {
   const ScopedName n;
-  auto sem = semaphore::create(n.name, {.permits = 2, .max_permits = 4}, SHMSEM_EXCL);
+  auto sem =
+      semaphore::create(n.name, {.permits = 2, .max_permits = 4}, SHMSEM_EXCL);
   EXPECT_SAYS(einval_what([&] { (void)sem.acquire(9); }),
               "shmsem: acquire: weight 9 is outside 1..4 (1 to max_permits)");
-  EXPECT_SAYS(einval_what([&] { (void)sem.acquire(0); }), "weight 0 is outside 1..4");
-  EXPECT_SAYS(einval_what([&] { (void)sem.acquire(-1); }), "weight -1 is outside 1..4");
+  EXPECT_SAYS(einval_what([&] { (void)sem.acquire(0); }),
+              "weight 0 is outside 1..4");
+  EXPECT_SAYS(einval_what([&] { (void)sem.acquire(-1); }),
+              "weight -1 is outside 1..4");
   EXPECT_SAYS(einval_what([&] { (void)sem.acquire(std::uint64_t{1} << 32); }),
               "weight 4294967296 is outside 1..4");
   EXPECT_SAYS(einval_what([&] { (void)sem.try_acquire(5); }),
               "shmsem: try_acquire: weight 5 is outside 1..4");
   EXPECT_SAYS(einval_what([&] { (void)sem.acquire_for(5, hours(1)); }),
               "shmsem: acquire_for: weight 5 is outside 1..4");
-  EXPECT_SAYS(einval_what([&] { (void)sem.acquire_until(5, steady_clock::now()); }),
-              "shmsem: acquire_until: weight 5 is outside 1..4");
+  EXPECT_SAYS(
+      einval_what([&] { (void)sem.acquire_until(5, steady_clock::now()); }),
+      "shmsem: acquire_until: weight 5 is outside 1..4");
   std::stop_source src;
   EXPECT_SAYS(einval_what([&] { (void)sem.acquire(5, src.get_token()); }),
               "weight 5 is outside 1..4");
@@ -1036,8 +1104,9 @@ TEST(EinvalMessage, SecondReleaseOfOneLeaseSaysAlreadyReleased) {
     ADD_FAILURE() << "a second release did not throw";
   } catch (const std::system_error &e) {
     EXPECT_EQ(e.code().value(), EALREADY);
-    EXPECT_NE(std::string(e.what()).find("shmsem: release: lease already released"),
-              std::string::npos)
+    EXPECT_NE(
+        std::string(e.what()).find("shmsem: release: lease already released"),
+        std::string::npos)
         << e.what();
   }
   std::error_code ec;
@@ -1064,32 +1133,42 @@ TEST(EinvalMessage, ReleaseOfAnEmptyLeaseSaysWhyItIsEmpty) {
 
 TEST(EinvalMessage, SetPermitsAboveMaxNamesTheCapacityAndTheBound) {
   const ScopedName n;
-  auto sem = semaphore::create(n.name, {.permits = 2, .max_permits = 4}, SHMSEM_EXCL);
-  EXPECT_SAYS(einval_what([&] { sem.set_permits(9); }),
-              "shmsem: set_permits: capacity 9 is outside 0..4 (0 to max_permits)");
-  EXPECT_SAYS(einval_what([&] { sem.set_permits(-1); }), "capacity -1 is outside 0..4");
+  auto sem =
+      semaphore::create(n.name, {.permits = 2, .max_permits = 4}, SHMSEM_EXCL);
+  EXPECT_SAYS(
+      einval_what([&] { sem.set_permits(9); }),
+      "shmsem: set_permits: capacity 9 is outside 0..4 (0 to max_permits)");
+  EXPECT_SAYS(einval_what([&] { sem.set_permits(-1); }),
+              "capacity -1 is outside 0..4");
   EXPECT_EQ(sem.stat().permits, 2u);
 }
 
 TEST(EinvalMessage, EmptySemaphoreSaysItIsEmpty) {
   semaphore empty;
-  const char *const why = "semaphore is empty (default-constructed or moved from)";
-  EXPECT_SAYS(einval_what([&] { (void)empty.acquire(); }), std::string("shmsem: acquire: ") + why);
+  const char *const why =
+      "semaphore is empty (default-constructed or moved from)";
+  EXPECT_SAYS(einval_what([&] { (void)empty.acquire(); }),
+              std::string("shmsem: acquire: ") + why);
   EXPECT_SAYS(einval_what([&] { (void)empty.acquire(2); }), why);
   EXPECT_SAYS(einval_what([&] { (void)empty.try_acquire(); }), why);
   EXPECT_SAYS(einval_what([&] { (void)empty.acquire_for(seconds(1)); }), why);
-  EXPECT_SAYS(einval_what([&] { (void)empty.acquire_until(steady_clock::now()); }), why);
+  EXPECT_SAYS(
+      einval_what([&] { (void)empty.acquire_until(steady_clock::now()); }),
+      why);
   EXPECT_SAYS(einval_what([&] { empty.set_permits(1); }), why);
-  EXPECT_SAYS(einval_what([&] { (void)empty.stat(); }), std::string("shmsem: stat: ") + why);
+  EXPECT_SAYS(einval_what([&] { (void)empty.stat(); }),
+              std::string("shmsem: stat: ") + why);
 }
 
 TEST(EinvalMessage, NegativePeriodIsNamed) {
   const ScopedName n;
-  EXPECT_SAYS(einval_what([&] {
-                (void)semaphore::create(
-                    n.name, {.permits = 1, .rate = 1, .per = std::chrono::nanoseconds(-1)});
-              }),
-              "shmsem: create: options.per is negative");
+  EXPECT_SAYS(
+      einval_what([&] {
+        (void)semaphore::create(
+            n.name,
+            {.permits = 1, .rate = 1, .per = std::chrono::nanoseconds(-1)});
+      }),
+      "shmsem: create: options.per is negative");
 }
 
 // ---- shmsem::category() ----------------------------------------------------
@@ -1109,15 +1188,18 @@ TEST(ErrorCategory, MessagesAreTheSemaphoresOwnWords) {
 
 TEST(ErrorCategory, CodesCompareEqualToTheirErrcConditions) {
   EXPECT_EQ(to_error_code(-ETIMEDOUT), std::errc::timed_out);
-  EXPECT_EQ(to_error_code(-EALREADY), std::errc::connection_already_in_progress);
+  EXPECT_EQ(to_error_code(-EALREADY),
+            std::errc::connection_already_in_progress);
   EXPECT_EQ(to_error_code(-EBUSY), std::errc::device_or_resource_busy);
   EXPECT_EQ(to_error_code(-ECANCELED), std::errc::operation_canceled);
-  EXPECT_EQ(to_error_code(-ESHUTDOWN), std::error_condition(ESHUTDOWN, std::generic_category()));
+  EXPECT_EQ(to_error_code(-ESHUTDOWN),
+            std::error_condition(ESHUTDOWN, std::generic_category()));
   EXPECT_NE(to_error_code(-ETIMEDOUT), std::errc::operation_canceled);
   EXPECT_EQ(shmsem::category().default_error_condition(EBUSY),
             std::error_condition(EBUSY, std::generic_category()));
   // As codes (value and category), ours differ from the generic ones.
-  EXPECT_NE(to_error_code(-EBUSY), std::error_code(EBUSY, std::generic_category()));
+  EXPECT_NE(to_error_code(-EBUSY),
+            std::error_code(EBUSY, std::generic_category()));
 }
 
 }  // namespace

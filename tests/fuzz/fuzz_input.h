@@ -84,24 +84,24 @@ enum Op : uint8_t {
   kDeadLockHolder,      // u8 tid, u8 flags     lock word: a dead thread
   // The newer surface (appended: the ops above keep their numbers, so the
   // corpus and tests/fuzz/regressions/ mean what they meant).
-  kTryAcquireN,         // u8 n                 try_acquire_n
-  kAcquireBriefN,       // u8 n, u8 us, u8 flags    acquire_ex_n / until_n
-  kSetPermits,          // u8 permits           set_permits (grow, shrink)
-  kDeclareHold,         // u8 lease, u8 what, u8 ns   declare_hold
-  kFastCycle,           // u8 count             try_acquire + release, again
-  kWaiterStart,         // u8 n, u8 us          waiter_start_n (async)
-  kWaiterPoll,          // -
-  kWaiterCancel,        // -
-  kPokeSym,             // u8 field, u16 idx, sym value    field F of record i
-  kAtHookSym,           // u8 point, u8 field, u16 idx, sym value a,
-                        //   sym value b, u8 times: a, b, a, ... at each pass
+  kTryAcquireN,    // u8 n                 try_acquire_n
+  kAcquireBriefN,  // u8 n, u8 us, u8 flags    acquire_ex_n / until_n
+  kSetPermits,     // u8 permits           set_permits (grow, shrink)
+  kDeclareHold,    // u8 lease, u8 what, u8 ns   declare_hold
+  kFastCycle,      // u8 count             try_acquire + release, again
+  kWaiterStart,    // u8 n, u8 us          waiter_start_n (async)
+  kWaiterPoll,     // -
+  kWaiterCancel,   // -
+  kPokeSym,        // u8 field, u16 idx, sym value    field F of record i
+  kAtHookSym,      // u8 point, u8 field, u16 idx, sym value a,
+                   //   sym value b, u8 times: a, b, a, ... at each pass
   kOpCount
 };
 
 // kAcquireBriefN flags.
-inline constexpr uint8_t kNUntil = 1u << 0;      // acquire_until_n
+inline constexpr uint8_t kNUntil = 1u << 0;        // acquire_until_n
 inline constexpr uint8_t kNCancelLater = 1u << 1;  // fired at a hook point
-inline constexpr uint8_t kNCancelled = 1u << 2;  // fired before the call
+inline constexpr uint8_t kNCancelled = 1u << 2;    // fired before the call
 // Bits 4-5: the hook point of kNCancelLater (ACQUIRE_ENQUEUED, WAIT_WOKEN,
 // WAIT_TIMEOUT_FIRED, WAIT_CHAIN_READ).
 
@@ -109,16 +109,16 @@ inline constexpr uint8_t kNCancelled = 1u << 2;  // fired before the call
 // stand for another process writing, or another thread calling, right then.
 // Calls only at the points where the caller holds no lock.
 enum HookAction : uint8_t {
-  kActPokeField,    // u8 region, u16 idx, u8 word, val32
-  kActPokeField64,  // u8 region, u16 idx, u8 word, val64
-  kActRelease,      // u8 lease
-  kActTryAcquire,   // -
-  kActAcquireBrief, // u8 us
-  kActShutdown,     // -
-  kActRecover,      // -
-  kActStat,         // -
-  kActSetPermits,   // u8 permits
-  kActPokeSym,      // as kAtHookSym's tail: u8 field, u16 idx, a, b, u8 times
+  kActPokeField,     // u8 region, u16 idx, u8 word, val32
+  kActPokeField64,   // u8 region, u16 idx, u8 word, val64
+  kActRelease,       // u8 lease
+  kActTryAcquire,    // -
+  kActAcquireBrief,  // u8 us
+  kActShutdown,      // -
+  kActRecover,       // -
+  kActStat,          // -
+  kActSetPermits,    // u8 permits
+  kActPokeSym,       // as kAtHookSym's tail: u8 field, u16 idx, a, b, u8 times
   kActionCount
 };
 
@@ -137,22 +137,36 @@ enum Region : uint8_t {
 // from 0x80 on pick any point an open segment reaches (byte modulo
 // CREATE_OPENED).
 using detail::HookPoint;
-inline constexpr HookPoint kWriterPoints[] = {
-    HookPoint::WAIT_CHAIN_READ,      HookPoint::RELEASE_CHAIN_READ,
-    HookPoint::REPAIR_CHAINS_READ,   HookPoint::RELEASE_LOCKED,
-    HookPoint::RELEASE_CHOSEN,       HookPoint::RELEASE_RESERVED,
-    HookPoint::RELEASE_FREED,        HookPoint::WAIT_RETURN_LOCKED,
-    HookPoint::WAIT_CONSUME_COMMITTED, HookPoint::ACQUIRE_LOCKED,
-    HookPoint::ACQUIRE_LEASE_POPPED, HookPoint::ENQUEUE_COMMITTED,
-    HookPoint::CAPACITY_SET,         HookPoint::CAPACITY_ONE,
-    HookPoint::RECLAIM_SCANNED,      HookPoint::RECLAIM_LOCKED,
-    HookPoint::RECLAIM_ONE,          HookPoint::REPAIR_LOCKED,
-    HookPoint::FAST_ACQUIRE_READ,    HookPoint::FAST_RELEASE_NAMED,
-    HookPoint::FAST_RELEASE_FREED,   HookPoint::FAST_HANDOFF_LOCKED,
-    HookPoint::PROC_NAMED,           HookPoint::GATE_OPENED,
-    HookPoint::CHECK_LEASE_READ,     HookPoint::CANCEL_LOCKED,
-    HookPoint::WAIT_CANCEL_SEEN,     HookPoint::WAIT_TIMEOUT_FIRED,
-    HookPoint::LOCK_TAKEN,           HookPoint::INSPECT_SCANNED};
+inline constexpr HookPoint kWriterPoints[] = {HookPoint::WAIT_CHAIN_READ,
+                                              HookPoint::RELEASE_CHAIN_READ,
+                                              HookPoint::REPAIR_CHAINS_READ,
+                                              HookPoint::RELEASE_LOCKED,
+                                              HookPoint::RELEASE_CHOSEN,
+                                              HookPoint::RELEASE_RESERVED,
+                                              HookPoint::RELEASE_FREED,
+                                              HookPoint::WAIT_RETURN_LOCKED,
+                                              HookPoint::WAIT_CONSUME_COMMITTED,
+                                              HookPoint::ACQUIRE_LOCKED,
+                                              HookPoint::ACQUIRE_LEASE_POPPED,
+                                              HookPoint::ENQUEUE_COMMITTED,
+                                              HookPoint::CAPACITY_SET,
+                                              HookPoint::CAPACITY_ONE,
+                                              HookPoint::RECLAIM_SCANNED,
+                                              HookPoint::RECLAIM_LOCKED,
+                                              HookPoint::RECLAIM_ONE,
+                                              HookPoint::REPAIR_LOCKED,
+                                              HookPoint::FAST_ACQUIRE_READ,
+                                              HookPoint::FAST_RELEASE_NAMED,
+                                              HookPoint::FAST_RELEASE_FREED,
+                                              HookPoint::FAST_HANDOFF_LOCKED,
+                                              HookPoint::PROC_NAMED,
+                                              HookPoint::GATE_OPENED,
+                                              HookPoint::CHECK_LEASE_READ,
+                                              HookPoint::CANCEL_LOCKED,
+                                              HookPoint::WAIT_CANCEL_SEEN,
+                                              HookPoint::WAIT_TIMEOUT_FIRED,
+                                              HookPoint::LOCK_TAKEN,
+                                              HookPoint::INSPECT_SCANNED};
 inline constexpr uint32_t kNumWriterPoints =
     sizeof kWriterPoints / sizeof kWriterPoints[0];
 static_assert(kNumWriterPoints < 0x80);
@@ -169,23 +183,61 @@ constexpr uint8_t writer_point_byte(HookPoint p) {
 // is idx bits 0-3 (the lane) and 4-15 (the process record).
 enum Field : uint8_t {
   // LeaseRecord[i % permits]
-  kFLeaseWord, kFLeaseSlot, kFLeaseNextFree, kFLeaseLink, kFLeaseUsedPos,
-  kFLeaseOwnerPid, kFLeaseSince,
+  kFLeaseWord,
+  kFLeaseSlot,
+  kFLeaseNextFree,
+  kFLeaseLink,
+  kFLeaseUsedPos,
+  kFLeaseOwnerPid,
+  kFLeaseSince,
   // WaiterSlot[i % max_waiters] (Core::head with no slots)
-  kFSlotWord, kFSlotLease, kFSlotTicket, kFSlotPrev, kFSlotNext,
-  kFSlotNextFree, kFSlotUsedPos, kFSlotWeight, kFSlotGot, kFSlotLeftWhy,
-  kFSlotSleeping, kFSlotOwnerPid, kFSlotOwnerTid,
+  kFSlotWord,
+  kFSlotLease,
+  kFSlotTicket,
+  kFSlotPrev,
+  kFSlotNext,
+  kFSlotNextFree,
+  kFSlotUsedPos,
+  kFSlotWeight,
+  kFSlotGot,
+  kFSlotLeftWhy,
+  kFSlotSleeping,
+  kFSlotOwnerPid,
+  kFSlotOwnerTid,
   // Core (i unused)
-  kFAvailable, kFHeld, kFReserved, kFWaiting, kFClosed, kFHead, kFTail,
-  kFFreeLease, kFFreeSlot, kFWatcher, kFNextTicket, kFNUsedLeases,
-  kFNUsedSlots, kFProcsHwm, kFCapacity, kFRetired, kFRetiring, kFRateBurst,
-  kFRateInterval, kFRateTat, kFGate, kFLockSeq,
+  kFAvailable,
+  kFHeld,
+  kFReserved,
+  kFWaiting,
+  kFClosed,
+  kFHead,
+  kFTail,
+  kFFreeLease,
+  kFFreeSlot,
+  kFWatcher,
+  kFNextTicket,
+  kFNUsedLeases,
+  kFNUsedSlots,
+  kFProcsHwm,
+  kFCapacity,
+  kFRetired,
+  kFRetiring,
+  kFRateBurst,
+  kFRateInterval,
+  kFRateTat,
+  kFGate,
+  kFLockSeq,
   // ProcRecord[i % max_procs]
-  kFProcState, kFProcOwnerPid, kFProcOwnerStart,
+  kFProcState,
+  kFProcOwnerPid,
+  kFProcOwnerStart,
   // ProcRecord[(i >> 4) % max_procs].lanes[i % 16]
-  kFLaneLoose, kFLaneAcquisitions,
+  kFLaneLoose,
+  kFLaneAcquisitions,
   // used_leases[i % permits], used_slots[i % max_waiters], declared[i]
-  kFUsedLease, kFUsedSlot, kFDeclared,
+  kFUsedLease,
+  kFUsedSlot,
+  kFDeclared,
   kFieldCount
 };
 
@@ -193,7 +245,14 @@ enum Field : uint8_t {
 // so "the current value + 1" is the value at that moment). For a 64-bit
 // field 32-bit constants are zero-extended, except kVNone: all ones.
 enum SymValue : uint8_t {
-  kVZero, kVOne, kVTwo, kVNone, kVMember, kVU32Max, kVInt31, kVBit31,
+  kVZero,
+  kVOne,
+  kVTwo,
+  kVNone,
+  kVMember,
+  kVU32Max,
+  kVInt31,
+  kVBit31,
   kVCount,      // the record count of the field's table: first out of range
   kVCountPlus,  // count + 1
   kVLast,       // count - 1
@@ -202,10 +261,18 @@ enum SymValue : uint8_t {
   kVNext,       // index + 1
   kVInc,        // current value + 1
   kVDec,        // current value - 1
-  kVPermits, kVWaiters, kVProcs,  // the geometry's counts
-  kVNow, kVNowPlus, kVNowMinus,   // monotonic ns, + 1 s, - 1 ms
-  kVMaxInterval, kVMaxIntervalPlus, kVU64Max, kVI64Max,
-  kVOurPid, kVOurTid,
+  kVPermits,
+  kVWaiters,
+  kVProcs,  // the geometry's counts
+  kVNow,
+  kVNowPlus,
+  kVNowMinus,  // monotonic ns, + 1 s, - 1 ms
+  kVMaxInterval,
+  kVMaxIntervalPlus,
+  kVU64Max,
+  kVI64Max,
+  kVOurPid,
+  kVOurTid,
   kVState,  // then u8: a state word valid for the field (lease: bits 0-2
             // the state, 3-4 the process record, 5 the next generation)
   kVRaw,    // then the raw value (u32, or u64 for a 64-bit field)

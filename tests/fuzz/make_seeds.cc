@@ -100,8 +100,13 @@ struct Script {
   // At each of `times` passes of `p`: a, b, a, ...
   Script &at(HookPoint p, Field f, uint32_t idx, SymValue a, SymValue bv,
              uint8_t times) {
-    return op(kAtHookSym).u8(writer_point_byte(p)).u8(f).u16(idx).val(a).val(
-        bv).u8(times - 1);
+    return op(kAtHookSym)
+        .u8(writer_point_byte(p))
+        .u8(f)
+        .u16(idx)
+        .val(a)
+        .val(bv)
+        .u8(times - 1);
   }
   Script &try_n(uint32_t n) { return op(kTryAcquireN).u8(n); }
   Script &brief_n(uint32_t n, uint8_t us, uint8_t flags = 0) {
@@ -121,7 +126,8 @@ struct Script {
 template <typename T>
 uint8_t core_word(const Sem &sem, T Core::*field) {
   return uint8_t((reinterpret_cast<const char *>(&(sem.s->core->*field)) -
-                  reinterpret_cast<const char *>(sem.s->core)) / 4);
+                  reinterpret_cast<const char *>(sem.s->core)) /
+                 4);
 }
 
 // A process record as shmsem_create leaves it: FREE, every lane kNone.
@@ -154,8 +160,8 @@ void write_seed(const char *tag, const Sem &sem, const Bytes &image,
   if (!(mode & kModeRawHeader)) {
     // Up to the last byte that is neither zero nor a fresh process record
     // at the end of the table (the fuzzer fills both in again).
-    const auto geo = shmsem::detail::geometry(sem.s->permits,
-                                              sem.s->max_waiters);
+    const auto geo =
+        shmsem::detail::geometry(sem.s->permits, sem.s->max_waiters);
     while (len && image[len - 1] == 0) len--;
     for (uint32_t p = geo.max_procs; p-- > 0;) {
       size_t off = geo.proc_off + p * sizeof(shmsem::detail::ProcRecord);
@@ -178,21 +184,46 @@ std::vector<Bytes> scripts(const Sem &sem) {
   uint8_t head = core_word(sem, &Core::head);
   return {
       // take, give back, look
-      {kTryAcquire, kTryAcquire, kRelease, 0, 0, kCheck, kStat, 200,
-       kSnapshot},
+      {kTryAcquire, kTryAcquire, kRelease, 0, 0, kCheck, kStat, 200, kSnapshot},
       // wait a little, reclaim, close
-      {kAcquireBrief, 5, 0, kRecover, kCheck, kShutdown, kAcquirePast,
-       kCheck, kSnapshot},
+      {kAcquireBrief, 5, 0, kRecover, kCheck, kShutdown, kAcquirePast, kCheck,
+       kSnapshot},
       // a release from "another thread" while we are queued grants us
-      {kTryAcquire, kAtHook, 1, kActRelease, 0, kAcquireBrief, 20, 0,
-       kRelease, 0, 0, kCheck},
+      {kTryAcquire, kAtHook, 1, kActRelease, 0, kAcquireBrief, 20, 0, kRelease,
+       0, 0, kCheck},
       // a queue head far out of range, then everything
-      {kPokeField, kRegionCore, 0, 0, head, 8, kTryAcquire, kAcquireBrief, 3,
-       0, kRelease, 0, 0, kRecover, kCheck, kSnapshot},
+      {kPokeField, kRegionCore, 0, 0, head, 8, kTryAcquire, kAcquireBrief, 3, 0,
+       kRelease, 0, 0, kRecover, kCheck, kSnapshot},
       // reopen, read-only, tokens, cancellation
-      {kReopen, kReadOnly, kCreateExisting, 0, 0, kTryAcquire, kReleaseToken,
-       0, 1 | 16, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, kAcquireCancelled,
-       kAcquireCancelLater, 0, 0, kAcquireCancelLater, 1, 10, kCheck},
+      {kReopen,
+       kReadOnly,
+       kCreateExisting,
+       0,
+       0,
+       kTryAcquire,
+       kReleaseToken,
+       0,
+       1 | 16,
+       0,
+       0,
+       0,
+       0,
+       0,
+       0,
+       0,
+       0,
+       0,
+       0,
+       0,
+       0,
+       kAcquireCancelled,
+       kAcquireCancelLater,
+       0,
+       0,
+       kAcquireCancelLater,
+       1,
+       10,
+       kCheck},
   };
 }
 
@@ -407,21 +438,30 @@ void weighted() {
     free_rec++;
   std::vector<Script> own;
   // Released by a token made up from the index, twice; then taken again.
-  own.push_back(Script().release_index(a).release_index(a).try_n(3).try_n(
-      7).brief_n(2, 5).end());
+  own.push_back(Script()
+                    .release_index(a)
+                    .release_index(a)
+                    .try_n(3)
+                    .try_n(7)
+                    .brief_n(2, 5)
+                    .end());
   // Finding 3: the chain bent into a loop (c -> a), then released.
-  own.push_back(Script().poke_raw(kFLeaseLink, c, a).release_index(a).op(
-      kStat).u8(0).try_n(2).end());
+  own.push_back(Script()
+                    .poke_raw(kFLeaseLink, c, a)
+                    .release_index(a)
+                    .op(kStat)
+                    .u8(0)
+                    .try_n(2)
+                    .end());
   own.push_back(Script().poke(kFLeaseLink, b, kVSelf).release_index(a).end());
   // The chain changing while a release walks it (RELEASE_CHAIN_READ).
-  own.push_back(Script()
-                    .op(kTryAcquire)
-                    .at(HookPoint::RELEASE_CHAIN_READ, kFLeaseLink, b, kVNone,
-                        kVBit31, 8)
-                    .at(HookPoint::RELEASE_CHAIN_READ, kFLeaseLink, a, kVCount,
-                        kVPrev, 8)
-                    .release_index(a)
-                    .end());
+  own.push_back(
+      Script()
+          .op(kTryAcquire)
+          .at(HookPoint::RELEASE_CHAIN_READ, kFLeaseLink, b, kVNone, kVBit31, 8)
+          .at(HookPoint::RELEASE_CHAIN_READ, kFLeaseLink, a, kVCount, kVPrev, 8)
+          .release_index(a)
+          .end());
   // Finding 2: a weighted async waiter (ours) granted while the links of
   // every record it can get toggle between kNone and far out of range
   // (WAIT_CHAIN_READ: between the walk that checks its chain and the one
@@ -452,16 +492,35 @@ void weighted() {
   // (of a lease of ours: a dead owner's would be reclaimed whole).
   own.push_back(Script().poke(kFLeaseLink, a, kVBit31).takeover().end());
   for (uint32_t l : {a, b, c, free_rec})
-    own.push_back(Script().release_index(a).try_n(3).poke(kFLeaseLink, l,
-                                                         kVBit31).takeover());
-  own.push_back(Script().poke(kFLeaseSlot, b, kVNone).poke(
-      kFLeaseLink, c, kVMember).takeover().release_index(a).end());
+    own.push_back(Script()
+                      .release_index(a)
+                      .try_n(3)
+                      .poke(kFLeaseLink, l, kVBit31)
+                      .takeover());
+  own.push_back(Script()
+                    .poke(kFLeaseSlot, b, kVNone)
+                    .poke(kFLeaseLink, c, kVMember)
+                    .takeover()
+                    .release_index(a)
+                    .end());
   // Declared hold times on every kind of record.
   own.push_back(Script()
-                    .op(kDeclareHold).u8(a).u8(1).u8(3)
-                    .op(kDeclareHold).u8(b).u8(1).u8(3)
-                    .op(kDeclareHold).u8(lone).u8(1).u8(4)
-                    .op(kDeclareHold).u8(lone).u8(3).u8(5)
+                    .op(kDeclareHold)
+                    .u8(a)
+                    .u8(1)
+                    .u8(3)
+                    .op(kDeclareHold)
+                    .u8(b)
+                    .u8(1)
+                    .u8(3)
+                    .op(kDeclareHold)
+                    .u8(lone)
+                    .u8(1)
+                    .u8(4)
+                    .op(kDeclareHold)
+                    .u8(lone)
+                    .u8(3)
+                    .u8(5)
                     .op(kSnapshot)
                     .end());
   write_all("weighted", sem, sem.bytes(), 0, own);
@@ -472,15 +531,15 @@ void weighted() {
     shmsem_try_acquire_n(dead.s, 2, &l);
     shmsem_try_acquire(dead.s, &l);
   });
-  write_all("weighted-dead", dead, dead.bytes(), 0,
-            {Script().op(kRecover).try_n(4).end(),
-             Script().poke(kFLeaseLink, 0, kVSelf).op(kRecover).end(),
-             Script()
-                 .at(HookPoint::RECLAIM_ONE, kFLeaseLink, 1, kVBit31, kVNone, 8)
-                 .at(HookPoint::RECLAIM_LOCKED, kFLeaseLink, 0, kVNext, kVSelf,
-                     8)
-                 .op(kRecover)
-                 .end()});
+  write_all(
+      "weighted-dead", dead, dead.bytes(), 0,
+      {Script().op(kRecover).try_n(4).end(),
+       Script().poke(kFLeaseLink, 0, kVSelf).op(kRecover).end(),
+       Script()
+           .at(HookPoint::RECLAIM_ONE, kFLeaseLink, 1, kVBit31, kVNone, 8)
+           .at(HookPoint::RECLAIM_LOCKED, kFLeaseLink, 0, kVNext, kVSelf, 8)
+           .op(kRecover)
+           .end()});
 }
 
 // Waiters queued for a lease of 4 of 4 (the head: two permits reserved
@@ -516,8 +575,12 @@ void reserved() {
                     .takeover()
                     .end());
   // Finding 4 in another shape: the reservation chain looped.
-  own.push_back(Script().poke_raw(kFLeaseLink, r1, r0).op(kRecover).op(
-      kStat).u8(0).end());
+  own.push_back(Script()
+                    .poke_raw(kFLeaseLink, r1, r0)
+                    .op(kRecover)
+                    .op(kStat)
+                    .u8(0)
+                    .end());
   // Finding 8: a CANCELLED slot whose weight is 0 or 2^32 - 1, repaired.
   own.push_back(Script()
                     .poke(kFSlotWord, h, kVState, kSlotStCancelled)
@@ -530,10 +593,10 @@ void reserved() {
                     .takeover()
                     .end());
   // The counts of a reservation wrong: got, the slot's lease, a shrink.
-  own.push_back(Script().poke(kFSlotGot, h, kVInc).poke(kFSlotLease, h,
-                                                       kVNone).end());
-  own.push_back(Script().set_permits(2).set_permits(4).release_index(
-      l[2].index).end());
+  own.push_back(
+      Script().poke(kFSlotGot, h, kVInc).poke(kFSlotLease, h, kVNone).end());
+  own.push_back(
+      Script().set_permits(2).set_permits(4).release_index(l[2].index).end());
   write_all("reserved", sem, image, 0, own);
 
   Sem g2(3, 4);
@@ -568,15 +631,31 @@ void reserved() {
 void rated() {
   std::vector<Script> own = {
       // Finding 6: the arrival time at 2^64 - 1, then tries.
-      Script().poke(kFRateTat, 0, kVU64Max).op(kTryAcquire).op(
-          kTryAcquire).end(),
+      Script()
+          .poke(kFRateTat, 0, kVU64Max)
+          .op(kTryAcquire)
+          .op(kTryAcquire)
+          .end(),
       // An interval of 1 ns, of a day and more; a burst of 0 and 2^31 - 1.
-      Script().poke(kFRateInterval, 0, kVOne).op(kWaiterStart).u8(1).u8(3).op(
-          kWaiterPoll).op(kWaiterPoll).end(),
-      Script().poke(kFRateInterval, 0, kVMaxIntervalPlus).poke(
-          kFRateBurst, 0, kVInt31).op(kTryAcquire).op(kStat).u8(0).end(),
-      Script().poke(kFRateBurst, 0, kVZero).poke(kFRateTat, 0,
-                                                  kVNowPlus).brief_n(1, 20)
+      Script()
+          .poke(kFRateInterval, 0, kVOne)
+          .op(kWaiterStart)
+          .u8(1)
+          .u8(3)
+          .op(kWaiterPoll)
+          .op(kWaiterPoll)
+          .end(),
+      Script()
+          .poke(kFRateInterval, 0, kVMaxIntervalPlus)
+          .poke(kFRateBurst, 0, kVInt31)
+          .op(kTryAcquire)
+          .op(kStat)
+          .u8(0)
+          .end(),
+      Script()
+          .poke(kFRateBurst, 0, kVZero)
+          .poke(kFRateTat, 0, kVNowPlus)
+          .brief_n(1, 20)
           .end(),
       Script().poke(kFRateInterval, 0, kVZero).op(kFastCycle).u8(3).end(),
       // The rate word changed while an acquire is inside the lock.
@@ -623,10 +702,19 @@ void shrinking() {
       Script().release_index(one.index).release_index(w.index).try_n(1).end(),
       Script().set_permits(6).try_n(4).set_permits(0).brief_n(1, 10).end(),
       // Finding 5: the counters trusted over the records.
-      Script().poke(kFRetired, 0, kVCount).set_permits(2).try_n(1).op(
-          kTryAcquire).op(kTryAcquire).end(),
-      Script().poke(kFRetiring, 0, kVInt31).release_index(one.index).op(
-          kFastCycle).u8(2).end(),
+      Script()
+          .poke(kFRetired, 0, kVCount)
+          .set_permits(2)
+          .try_n(1)
+          .op(kTryAcquire)
+          .op(kTryAcquire)
+          .end(),
+      Script()
+          .poke(kFRetiring, 0, kVInt31)
+          .release_index(one.index)
+          .op(kFastCycle)
+          .u8(2)
+          .end(),
       Script().poke(kFCapacity, 0, kVCountPlus).set_permits(3).end(),
       // The counts changing while the records settle.
       Script()
@@ -635,8 +723,15 @@ void shrinking() {
           .set_permits(6)
           .set_permits(1)
           .end(),
-      Script().op(kWaiterStart).u8(2).u8(0).set_permits(5).op(kWaiterPoll)
-          .release_index(one.index).op(kWaiterPoll).end()};
+      Script()
+          .op(kWaiterStart)
+          .u8(2)
+          .u8(0)
+          .set_permits(5)
+          .op(kWaiterPoll)
+          .release_index(one.index)
+          .op(kWaiterPoll)
+          .end()};
   write_all("shrinking", sem, sem.bytes(), 0, own);
 }
 
@@ -657,30 +752,57 @@ void lockfree() {
       // Finding 7: the mark lowered below the dead children's records (and
       // nothing of ours raises it again before the final recover).
       Script().poke(kFProcsHwm, 0, kVZero).op(kRecover).op(kStat).u8(0),
-      Script().poke(kFProcsHwm, 0, kVZero).op(kRecover).op(kTryAcquire)
-          .brief_n(1, 20).end(),
+      Script()
+          .poke(kFProcsHwm, 0, kVZero)
+          .op(kRecover)
+          .op(kTryAcquire)
+          .brief_n(1, 20)
+          .end(),
       Script().poke(kFProcsHwm, 0, kVU32Max).op(kRecover).end(),
       // A lane naming a lease out of range, ours too (after a cycle).
-      Script().poke(kFLaneLoose, 0x10, kVCount).poke(kFLaneLoose, 0, kVBit31)
-          .op(kRecover).op(kFastCycle).u8(0x83).end(),
-      Script().op(kFastCycle).u8(1).poke(kFLaneLoose, 0x20, kVLast).op(
-          kFastCycle).u8(2).op(kCheck).end(),
+      Script()
+          .poke(kFLaneLoose, 0x10, kVCount)
+          .poke(kFLaneLoose, 0, kVBit31)
+          .op(kRecover)
+          .op(kFastCycle)
+          .u8(0x83)
+          .end(),
+      Script()
+          .op(kFastCycle)
+          .u8(1)
+          .poke(kFLaneLoose, 0x20, kVLast)
+          .op(kFastCycle)
+          .u8(2)
+          .op(kCheck)
+          .end(),
       // A process record's state garbage, or free under held leases.
-      Script().poke(kFProcState, 1, kVState, 0).op(kRecover).op(
-          kTryAcquire).end(),
+      Script()
+          .poke(kFProcState, 1, kVState, 0)
+          .op(kRecover)
+          .op(kTryAcquire)
+          .end(),
       Script().poke(kFProcState, 0, kVState, 2).op(kCheck).op(kRecover).end(),
       // "Also seen": a lease word naming a process record beyond the table.
-      Script().poke(kFLeaseWord, 0, kVState, kStHeldFastBeyond).op(
-          kSnapshot).op(kStat).u8(0).end(),
+      Script()
+          .poke(kFLeaseWord, 0, kVState, kStHeldFastBeyond)
+          .op(kSnapshot)
+          .op(kStat)
+          .u8(0)
+          .end(),
       // Finding 9: waiting above max_waiters with nobody queued.
-      Script().poke(kFWaiting, 0, kVCountPlus).op(kTryAcquire).brief_n(1, 10)
+      Script()
+          .poke(kFWaiting, 0, kVCountPlus)
+          .op(kTryAcquire)
+          .brief_n(1, 10)
           .end(),
       // The lock-free steps with a writer between their reads.
       Script()
-          .op(kFastCycle).u8(0)
+          .op(kFastCycle)
+          .u8(0)
           .at(HookPoint::FAST_ACQUIRE_READ, kFLeaseWord, 0, kVState, kVState, 2)
           .at(HookPoint::FAST_RELEASE_NAMED, kFLaneLoose, 0, kVCount, kVNone, 4)
-          .op(kFastCycle).u8(4)
+          .op(kFastCycle)
+          .u8(4)
           .end()};
   write_all("lockfree-dead", sem, sem.bytes(), 0, own);
 }

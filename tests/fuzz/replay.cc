@@ -52,7 +52,8 @@ bool read_file(const std::string &path, std::vector<uint8_t> *out) {
   uint8_t buf[65536];
   size_t n;
   out->clear();
-  while ((n = fread(buf, 1, sizeof buf, f)) > 0) out->insert(out->end(), buf, buf + n);
+  while ((n = fread(buf, 1, sizeof buf, f)) > 0)
+    out->insert(out->end(), buf, buf + n);
   bool ok = !ferror(f);
   fclose(f);
   return ok;

@@ -138,7 +138,7 @@ constexpr size_t kMaxPending = 4;
 struct State {
   std::string name;
   int fd = -1;
-  char *map = nullptr;  // the writer's mapping
+  char *map = nullptr;   // the writer's mapping
   size_t size = 0;       // of this input's segment
   size_t file_size = 0;  // of the file now
   uint64_t pidns = 0;    // ours
@@ -167,7 +167,7 @@ bool g_trace = false;
 
 enum FinalMode { kFinalCheck, kFinalIfRepaired, kFinalOff };
 FinalMode g_final = kFinalCheck;
-std::vector<std::string> g_known;   // SHMSEM_FUZZ_KNOWN
+std::vector<std::string> g_known;  // SHMSEM_FUZZ_KNOWN
 std::vector<bool> g_known_seen;
 
 uint64_t mono_now() {
@@ -206,13 +206,34 @@ void apply(const Poke &p) {
 
 uint32_t val32(Reader &r) {
   uint8_t i = r.u8();
-  const uint32_t table[] = {
-      0, 1, 2, 3, kNone, kNone - 1, 0x7fff'ffffu, 0x8000'0000u, 0x4000'0000u,
-      g.permits, g.permits - 1, g.max_waiters, g.max_waiters - 1,
-      g.permits + g.max_waiters, kLeaseFree, kLeaseHeld, kLeaseReserved,
-      kSlotFree, kSlotWaiting, kSlotGranted, kSlotCancelled, kSlotClosed,
-      uint32_t(getpid()), uint32_t(syscall(SYS_gettid)), kReady,
-      kLayoutVersion, 0xffff'fffeu, 0x0001'0000u};
+  const uint32_t table[] = {0,
+                            1,
+                            2,
+                            3,
+                            kNone,
+                            kNone - 1,
+                            0x7fff'ffffu,
+                            0x8000'0000u,
+                            0x4000'0000u,
+                            g.permits,
+                            g.permits - 1,
+                            g.max_waiters,
+                            g.max_waiters - 1,
+                            g.permits + g.max_waiters,
+                            kLeaseFree,
+                            kLeaseHeld,
+                            kLeaseReserved,
+                            kSlotFree,
+                            kSlotWaiting,
+                            kSlotGranted,
+                            kSlotCancelled,
+                            kSlotClosed,
+                            uint32_t(getpid()),
+                            uint32_t(syscall(SYS_gettid)),
+                            kReady,
+                            kLayoutVersion,
+                            0xffff'fffeu,
+                            0x0001'0000u};
   constexpr size_t n = sizeof table / sizeof table[0];
   return i < n ? table[i] : r.u32();
 }
@@ -220,13 +241,24 @@ uint32_t val32(Reader &r) {
 uint64_t val64(Reader &r) {
   uint8_t i = r.u8();
   uint64_t now = mono_now();
-  const uint64_t table[] = {
-      0, 1, ~uint64_t{0}, uint64_t{1} << 63, ~uint64_t{0} >> 1, now,
-      now + 1'000'000'000ull, now - 1'000'000ull, g.nonce, kMagic,
-      0xffff'ffffull, uint64_t{1} << 32, 10'000'000'000ull,
-      lease_word(kLeaseLoose, 0, 1), lease_word(kLeaseHeldFast, 0, 1),
-      lease_word(kLeaseFree, kNoProc, 0), lease_word(kLeaseHeld, kNoProc, 1),
-      lease_word(kLeaseHeldFast, kMaxProcs, 2)};
+  const uint64_t table[] = {0,
+                            1,
+                            ~uint64_t{0},
+                            uint64_t{1} << 63,
+                            ~uint64_t{0} >> 1,
+                            now,
+                            now + 1'000'000'000ull,
+                            now - 1'000'000ull,
+                            g.nonce,
+                            kMagic,
+                            0xffff'ffffull,
+                            uint64_t{1} << 32,
+                            10'000'000'000ull,
+                            lease_word(kLeaseLoose, 0, 1),
+                            lease_word(kLeaseHeldFast, 0, 1),
+                            lease_word(kLeaseFree, kNoProc, 0),
+                            lease_word(kLeaseHeld, kNoProc, 1),
+                            lease_word(kLeaseHeldFast, kMaxProcs, 2)};
   constexpr size_t n = sizeof table / sizeof table[0];
   return i < n ? table[i] : r.u64();
 }
@@ -273,7 +305,13 @@ Poke read_field_poke(Reader &r, size_t width) {
 // Which table a field's record is in, what range its value indexes (for
 // kVCount and its neighbours), and what a kVState value of it is.
 enum Table : uint8_t {
-  kTCore, kTLease, kTSlot, kTProc, kTLane, kTUsedLease, kTUsedSlot,
+  kTCore,
+  kTLease,
+  kTSlot,
+  kTProc,
+  kTLane,
+  kTUsedLease,
+  kTUsedSlot,
   kTDeclared
 };
 enum Range : uint8_t { kRLeases, kRSlots, kRProcs };
@@ -288,9 +326,11 @@ struct FieldDef {
 
 #define SHMSEM_F(T, Rec, m, R, K) \
   FieldDef { T, uint32_t(offsetof(Rec, m)), uint8_t(sizeof(Rec::m)), R, K }
-#define SHMSEM_OWNER(T, Rec, m, R) \
-  FieldDef { T, uint32_t(offsetof(Rec, owner) + offsetof(Owner, m)), \
-             uint8_t(sizeof(Owner::m)), R, kKPlain }
+#define SHMSEM_OWNER(T, Rec, m, R)                          \
+  FieldDef {                                                \
+    T, uint32_t(offsetof(Rec, owner) + offsetof(Owner, m)), \
+        uint8_t(sizeof(Owner::m)), R, kKPlain               \
+  }
 const FieldDef kFields[] = {
     SHMSEM_F(kTLease, LeaseRecord, word, kRLeases, kKLeaseWord),
     SHMSEM_F(kTLease, LeaseRecord, slot, kRSlots, kKPlain),
@@ -349,9 +389,12 @@ static_assert(sizeof kFields / sizeof kFields[0] == kFieldCount);
 
 uint32_t range_count(Range r) {
   switch (r) {
-    case kRSlots: return g.max_waiters;
-    case kRProcs: return g.geo.max_procs;
-    default: return g.permits;
+    case kRSlots:
+      return g.max_waiters;
+    case kRProcs:
+      return g.geo.max_procs;
+    default:
+      return g.permits;
   }
 }
 
@@ -362,7 +405,9 @@ bool sym_locate(const FieldDef &f, uint16_t idx, size_t *off, uint32_t *rec) {
   uint32_t i = 0;
   size_t base = 0;
   switch (f.table) {
-    case kTCore: base = kCoreOff; break;
+    case kTCore:
+      base = kCoreOff;
+      break;
     case kTLease:
       i = idx % g.permits;
       base = geo.lease_off + i * sizeof(LeaseRecord);
@@ -420,11 +465,15 @@ SymPoke read_sym_poke(Reader &r) {
 uint64_t sym_state(const FieldDef &f, uint8_t b, uint64_t cur) {
   switch (f.kind) {
     case kKLeaseWord: {
-      static constexpr uint32_t kStates[] = {
-          kLeaseFree,  kLeaseHeld,    kLeaseReserved, kLeaseLoose,
-          kLeaseHeldFast, kLeaseRetired, 0x0,         0xF};
-      uint32_t ours = g.s ? g.s->fast_proc.load(std::memory_order_relaxed)
-                          : 0;
+      static constexpr uint32_t kStates[] = {kLeaseFree,
+                                             kLeaseHeld,
+                                             kLeaseReserved,
+                                             kLeaseLoose,
+                                             kLeaseHeldFast,
+                                             kLeaseRetired,
+                                             0x0,
+                                             0xF};
+      uint32_t ours = g.s ? g.s->fast_proc.load(std::memory_order_relaxed) : 0;
       const uint32_t procs[] = {kNoProc, 0, ours, g.geo.max_procs};
       uint64_t gen = word_gen(cur);
       if (b & 32) gen = (gen + 1) & kGenMask;
@@ -440,8 +489,10 @@ uint64_t sym_state(const FieldDef &f, uint8_t b, uint64_t cur) {
       static constexpr uint32_t kStates[] = {kProcFree, kProcUsed, 0, kNone};
       return kStates[b & 3];
     }
-    case kKGate: return b & 15;
-    default: return b;
+    case kKGate:
+      return b & 15;
+    default:
+      return b;
   }
 }
 
@@ -450,36 +501,66 @@ uint64_t sym_value(const FieldDef &f, const SymVal &v, uint32_t rec,
   const uint64_t n = range_count(f.range);
   const bool wide = f.width == 8;
   switch (SymValue(v.sel)) {
-    case kVZero: return 0;
-    case kVOne: return 1;
-    case kVTwo: return 2;
-    case kVNone: return wide ? ~uint64_t{0} : kNone;
-    case kVMember: return wide ? ~uint64_t{0} - 1 : kMember;
-    case kVU32Max: return 0xffff'ffffu;
-    case kVInt31: return 0x7fff'ffffu;
-    case kVBit31: return 0x8000'0000u;
-    case kVCount: return n;
-    case kVCountPlus: return n + 1;
-    case kVLast: return n - 1;
-    case kVSelf: return rec;
-    case kVPrev: return rec ? rec - 1 : n - 1;
-    case kVNext: return rec + 1;
-    case kVInc: return cur + 1;
-    case kVDec: return cur - 1;
-    case kVPermits: return g.permits;
-    case kVWaiters: return g.max_waiters;
-    case kVProcs: return g.geo.max_procs;
-    case kVNow: return mono_now();
-    case kVNowPlus: return mono_now() + 1'000'000'000ull;
-    case kVNowMinus: return mono_now() - 1'000'000ull;
-    case kVMaxInterval: return kMaxRateIntervalNs;
-    case kVMaxIntervalPlus: return kMaxRateIntervalNs + 1;
-    case kVU64Max: return ~uint64_t{0};
-    case kVI64Max: return ~uint64_t{0} >> 1;
-    case kVOurPid: return uint32_t(getpid());
-    case kVOurTid: return uint32_t(syscall(SYS_gettid));
-    case kVState: return sym_state(f, v.state, cur);
-    default: return v.raw;
+    case kVZero:
+      return 0;
+    case kVOne:
+      return 1;
+    case kVTwo:
+      return 2;
+    case kVNone:
+      return wide ? ~uint64_t{0} : kNone;
+    case kVMember:
+      return wide ? ~uint64_t{0} - 1 : kMember;
+    case kVU32Max:
+      return 0xffff'ffffu;
+    case kVInt31:
+      return 0x7fff'ffffu;
+    case kVBit31:
+      return 0x8000'0000u;
+    case kVCount:
+      return n;
+    case kVCountPlus:
+      return n + 1;
+    case kVLast:
+      return n - 1;
+    case kVSelf:
+      return rec;
+    case kVPrev:
+      return rec ? rec - 1 : n - 1;
+    case kVNext:
+      return rec + 1;
+    case kVInc:
+      return cur + 1;
+    case kVDec:
+      return cur - 1;
+    case kVPermits:
+      return g.permits;
+    case kVWaiters:
+      return g.max_waiters;
+    case kVProcs:
+      return g.geo.max_procs;
+    case kVNow:
+      return mono_now();
+    case kVNowPlus:
+      return mono_now() + 1'000'000'000ull;
+    case kVNowMinus:
+      return mono_now() - 1'000'000ull;
+    case kVMaxInterval:
+      return kMaxRateIntervalNs;
+    case kVMaxIntervalPlus:
+      return kMaxRateIntervalNs + 1;
+    case kVU64Max:
+      return ~uint64_t{0};
+    case kVI64Max:
+      return ~uint64_t{0} >> 1;
+    case kVOurPid:
+      return uint32_t(getpid());
+    case kVOurTid:
+      return uint32_t(syscall(SYS_gettid));
+    case kVState:
+      return sym_state(f, v.state, cur);
+    default:
+      return v.raw;
   }
 }
 
@@ -535,17 +616,16 @@ void release_kept(uint8_t i, bool keep) {
   // A call made at a hook point inside the release may have taken or
   // released kept leases meanwhile: the list is looked at again. (The
   // harness erased past its end once: a negative-size memmove.)
-  if (!keep && k < g.leases.size() &&
-      memcmp(&g.leases[k], &l, sizeof l) == 0)
+  if (!keep && k < g.leases.size() && memcmp(&g.leases[k], &l, sizeof l) == 0)
     g.leases.erase(g.leases.begin() + long(k));
 }
 
 // Hook points at which the caller holds no lock, where another thread's
 // call may come in. (At the others, a call would wait for our own lock.)
 constexpr HookPoint kCallPoints[] = {
-    HookPoint::ACQUIRE_TAKEN,      HookPoint::ACQUIRE_ENQUEUED,
-    HookPoint::WAIT_WOKEN,         HookPoint::WAIT_TIMEOUT_FIRED,
-    HookPoint::WAIT_CANCEL_SEEN,   HookPoint::RELEASE_GRANTED,
+    HookPoint::ACQUIRE_TAKEN,    HookPoint::ACQUIRE_ENQUEUED,
+    HookPoint::WAIT_WOKEN,       HookPoint::WAIT_TIMEOUT_FIRED,
+    HookPoint::WAIT_CANCEL_SEEN, HookPoint::RELEASE_GRANTED,
     HookPoint::RECLAIM_SCANNED};
 constexpr size_t kNumCallPoints = sizeof kCallPoints / sizeof kCallPoints[0];
 // Every point an operation on an open segment can reach.
@@ -560,12 +640,18 @@ void run_action(const Pending &a) {
   shmsem_lease_t l;
   switch (a.act) {
     case kActPokeField:
-    case kActPokeField64: apply(a.poke); break;
-    case kActRelease: release_kept(a.arg, false); break;
+    case kActPokeField64:
+      apply(a.poke);
+      break;
+    case kActRelease:
+      release_kept(a.arg, false);
+      break;
     case kActTryAcquire:
       if (g.s && shmsem_try_acquire(g.s, &l) == 0) keep_lease(l);
       break;
-    case kActAcquireBrief: acquire_brief(a.arg, 0); break;
+    case kActAcquireBrief:
+      acquire_brief(a.arg, 0);
+      break;
     case kActShutdown:
       if (g.s) shmsem_shutdown(g.s);
       break;
@@ -580,7 +666,8 @@ void run_action(const Pending &a) {
     case kActSetPermits:
       if (g.s) shmsem_set_permits(g.s, a.arg % (g.permits + 2));
       break;
-    default: break;
+    default:
+      break;
   }
 }
 
@@ -644,13 +731,22 @@ void op_at_hook(Reader &r) {
   Pending a;
   a.act = HookAction(r.u8() % kActionCount);
   switch (a.act) {
-    case kActPokeField: a.poke = read_field_poke(r, 4); break;
-    case kActPokeField64: a.poke = read_field_poke(r, 8); break;
+    case kActPokeField:
+      a.poke = read_field_poke(r, 4);
+      break;
+    case kActPokeField64:
+      a.poke = read_field_poke(r, 8);
+      break;
     case kActRelease:
     case kActAcquireBrief:
-    case kActSetPermits: a.arg = r.u8(); break;
-    case kActPokeSym: a.sym = read_sym_pokes(r); break;
-    default: break;
+    case kActSetPermits:
+      a.arg = r.u8();
+      break;
+    case kActPokeSym:
+      a.sym = read_sym_pokes(r);
+      break;
+    default:
+      break;
   }
   if (a.act == kActPokeSym)
     a.at = writer_point(point);
@@ -824,7 +920,8 @@ void op_dead_lock_holder(Reader &r) {
   g.dead_lock_used = true;
   auto *core = reinterpret_cast<Core *>(g.map + kCoreOff);
   uint32_t tid = kLockTidMask - t;
-  if (flags & 2) __atomic_store_n(&core->lock_owner.tid, int32_t(tid), __ATOMIC_RELEASE);
+  if (flags & 2)
+    __atomic_store_n(&core->lock_owner.tid, int32_t(tid), __ATOMIC_RELEASE);
   core->lock_word.store(tid | ((flags & 1) ? kLockWaiters : 0));
 }
 
@@ -892,7 +989,7 @@ void op_declare_hold(Reader &r) {
   uint8_t nsb = r.u8();
   if (!g.s) return;
   static constexpr uint64_t kHolds[] = {
-      0, 1, 999, 1'000'000'000ull, kMaxDeclaredNs, kMaxDeclaredNs + 1,
+      0,           1, 999, 1'000'000'000ull, kMaxDeclaredNs, kMaxDeclaredNs + 1,
       ~uint64_t{0}};
   uint64_t ns = kHolds[nsb % (sizeof kHolds / sizeof kHolds[0])];
   shmsem_lease_t l{};
@@ -963,15 +1060,36 @@ void waiter_cancel() {
   g.waiter_queued = false;
 }
 
-const char *const kOpNames[] = {
-    "TryAcquire",   "AcquirePast",  "AcquireBrief", "AcquireCancelled",
-    "AcquireCancelLater", "Release", "ReleaseToken", "Shutdown",
-    "Recover",      "Check",        "Stat",         "Snapshot",
-    "PokeBytes",    "PokeField",    "PokeField64",  "AtHook",
-    "Reopen",       "ReadOnly",     "CreateExisting", "DeadLockHolder",
-    "TryAcquireN",  "AcquireBriefN", "SetPermits",  "DeclareHold",
-    "FastCycle",    "WaiterStart",  "WaiterPoll",   "WaiterCancel",
-    "PokeSym",      "AtHookSym"};
+const char *const kOpNames[] = {"TryAcquire",
+                                "AcquirePast",
+                                "AcquireBrief",
+                                "AcquireCancelled",
+                                "AcquireCancelLater",
+                                "Release",
+                                "ReleaseToken",
+                                "Shutdown",
+                                "Recover",
+                                "Check",
+                                "Stat",
+                                "Snapshot",
+                                "PokeBytes",
+                                "PokeField",
+                                "PokeField64",
+                                "AtHook",
+                                "Reopen",
+                                "ReadOnly",
+                                "CreateExisting",
+                                "DeadLockHolder",
+                                "TryAcquireN",
+                                "AcquireBriefN",
+                                "SetPermits",
+                                "DeclareHold",
+                                "FastCycle",
+                                "WaiterStart",
+                                "WaiterPoll",
+                                "WaiterCancel",
+                                "PokeSym",
+                                "AtHookSym"};
 static_assert(sizeof kOpNames / sizeof kOpNames[0] == kOpCount);
 
 void run_op_body(Reader &r, Op op);
@@ -1007,7 +1125,8 @@ void run_op_body(Reader &r, Op op) {
         timespec bad{0, -1};
         shmsem_acquire_until(g.s, &bad, &l);
       } else if (f & 0x20) {
-        timespec dl = ts_of(mono_now() + uint64_t(us % (kMaxBriefUs + 1)) * 1000);
+        timespec dl =
+            ts_of(mono_now() + uint64_t(us % (kMaxBriefUs + 1)) * 1000);
         if (shmsem_acquire_until(g.s, &dl, &l) == 0) keep_lease(l);
       } else {
         acquire_brief(us, (f & 1 ? SHMSEM_WAIT_INTERRUPTIBLE : 0) |
@@ -1024,14 +1143,18 @@ void run_op_body(Reader &r, Op op) {
       shmsem_acquire_ex(g.s, nullptr, &c, 0, &l);
       break;
     }
-    case kAcquireCancelLater: op_acquire_cancel_later(r); break;
+    case kAcquireCancelLater:
+      op_acquire_cancel_later(r);
+      break;
     case kRelease: {
       uint8_t i = r.u8();
       uint8_t keep = r.u8();
       release_kept(i, keep & 1);
       break;
     }
-    case kReleaseToken: op_release_token(r); break;
+    case kReleaseToken:
+      op_release_token(r);
+      break;
     case kShutdown:
       if (g.s) shmsem_shutdown(g.s);
       break;
@@ -1041,8 +1164,12 @@ void run_op_body(Reader &r, Op op) {
     case kCheck:
       if (g.s) shmsem_check(g.s);
       break;
-    case kStat: op_stat(r); break;
-    case kSnapshot: op_snapshot(); break;
+    case kStat:
+      op_stat(r);
+      break;
+    case kSnapshot:
+      op_snapshot();
+      break;
     case kPokeBytes: {
       Poke p;
       p.off = r.u16();
@@ -1056,37 +1183,66 @@ void run_op_body(Reader &r, Op op) {
       }
       break;
     }
-    case kPokeField: apply(read_field_poke(r, 4)); break;
-    case kPokeField64: apply(read_field_poke(r, 8)); break;
-    case kAtHook: op_at_hook(r); break;
+    case kPokeField:
+      apply(read_field_poke(r, 4));
+      break;
+    case kPokeField64:
+      apply(read_field_poke(r, 8));
+      break;
+    case kAtHook:
+      op_at_hook(r);
+      break;
     case kReopen:
       waiter_cancel();
       shmsem_detach(g.s);
       g.s = nullptr;
       shmsem_open(g.name.c_str(), 0, &g.s);
       break;
-    case kReadOnly: op_read_only(); break;
-    case kCreateExisting: op_create_existing(r); break;
-    case kDeadLockHolder: op_dead_lock_holder(r); break;
-    case kTryAcquireN: op_try_acquire_n(r); break;
-    case kAcquireBriefN: op_acquire_brief_n(r); break;
+    case kReadOnly:
+      op_read_only();
+      break;
+    case kCreateExisting:
+      op_create_existing(r);
+      break;
+    case kDeadLockHolder:
+      op_dead_lock_holder(r);
+      break;
+    case kTryAcquireN:
+      op_try_acquire_n(r);
+      break;
+    case kAcquireBriefN:
+      op_acquire_brief_n(r);
+      break;
     case kSetPermits: {
       uint8_t v = r.u8();
       if (g.s) shmsem_set_permits(g.s, v % (g.permits + 2));
       break;
     }
-    case kDeclareHold: op_declare_hold(r); break;
-    case kFastCycle: op_fast_cycle(r); break;
-    case kWaiterStart: op_waiter_start(r); break;
-    case kWaiterPoll: op_waiter_poll(); break;
-    case kWaiterCancel: waiter_cancel(); break;
+    case kDeclareHold:
+      op_declare_hold(r);
+      break;
+    case kFastCycle:
+      op_fast_cycle(r);
+      break;
+    case kWaiterStart:
+      op_waiter_start(r);
+      break;
+    case kWaiterPoll:
+      op_waiter_poll();
+      break;
+    case kWaiterCancel:
+      waiter_cancel();
+      break;
     case kPokeSym: {
       SymPoke p = read_sym_poke(r);
       apply_sym(p.field, p.idx, p.a);
       break;
     }
-    case kAtHookSym: op_at_hook_sym(r); break;
-    default: break;
+    case kAtHookSym:
+      op_at_hook_sym(r);
+      break;
+    default:
+      break;
   }
 }
 
@@ -1105,7 +1261,8 @@ bool open_file() {
   if (g.fd < 0) return false;
   // Mapped once past the end of the (empty) file: only [0, g.size) is ever
   // touched, after ftruncate has made it exist.
-  void *m = mmap(nullptr, kMaxFile, PROT_READ | PROT_WRITE, MAP_SHARED, g.fd, 0);
+  void *m =
+      mmap(nullptr, kMaxFile, PROT_READ | PROT_WRITE, MAP_SHARED, g.fd, 0);
   if (m == MAP_FAILED) {
     close(g.fd);
     g.fd = -1;
@@ -1160,10 +1317,17 @@ bool build_segment(const InputHeader &h, const uint8_t *image, size_t len) {
     hdr->ready.store(kReady, std::memory_order_release);
   }
   switch (h.pidns % 4) {
-    case kPidnsOurs: hdr->pidns = g.pidns; break;
-    case kPidnsUnknown: hdr->pidns = 0; break;
-    case kPidnsOther: hdr->pidns = g.pidns + 1; break;
-    default: break;
+    case kPidnsOurs:
+      hdr->pidns = g.pidns;
+      break;
+    case kPidnsUnknown:
+      hdr->pidns = 0;
+      break;
+    case kPidnsOther:
+      hdr->pidns = g.pidns + 1;
+      break;
+    default:
+      break;
   }
   g.judge = may_judge(hdr->pidns);
   if (g.size >= kCoreOff + sizeof(uint32_t)) {
@@ -1229,8 +1393,8 @@ void final_check() {
   struct shmsem_stat st;
   const bool rated = reinterpret_cast<const Core *>(g.map + kCoreOff)
                          ->rate_interval_ns.load(std::memory_order_relaxed);
-  if (shmsem_stat(g.s, &st) != 0 || st.closed || st.waiting ||
-      !st.available || ((st.rate || rated) && !st.rate_tokens))
+  if (shmsem_stat(g.s, &st) != 0 || st.closed || st.waiting || !st.available ||
+      ((st.rate || rated) && !st.rate_tokens))
     return;
   shmsem_lease_t l;
   e = shmsem_try_acquire(g.s, &l);
@@ -1298,8 +1462,10 @@ extern "C" int LLVMFuzzerInitialize(int *, char ***) {
     abort();
   }
   if (const char *f = getenv("SHMSEM_FUZZ_FINAL")) {
-    if (!strcmp(f, "off")) g_final = kFinalOff;
-    else if (!strcmp(f, "repaired")) g_final = kFinalIfRepaired;
+    if (!strcmp(f, "off"))
+      g_final = kFinalOff;
+    else if (!strcmp(f, "repaired"))
+      g_final = kFinalIfRepaired;
   }
   g_trace = getenv("SHMSEM_FUZZ_TRACE") != nullptr;
   if (g_trace) atexit(print_hook_counts);

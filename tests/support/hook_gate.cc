@@ -52,8 +52,7 @@ void HookGate::reached(HookPoint p) {
   std::unique_lock<std::mutex> g(mu_);
   every = every_;
   for (Pause &pz : pauses_) {
-    if (pz.taken || pz.point != p || (pz.tag != 0 && pz.tag != t_tag))
-      continue;
+    if (pz.taken || pz.point != p || (pz.tag != 0 && pz.tag != t_tag)) continue;
     pz.taken = pz.arrived = true;
     cv_.notify_all();
     cv_.wait(g, [&] { return pz.released; });

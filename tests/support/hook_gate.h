@@ -34,8 +34,8 @@ class HookGate {
   // The first thread with `tag` (any thread if tag == 0) that reaches `p`
   // parks there until resume(). Returns the pause id.
   int arm(HookPoint p, int tag = 0);
-  bool wait_arrived(int id,
-                    std::chrono::milliseconds timeout = std::chrono::seconds(20));
+  bool wait_arrived(
+      int id, std::chrono::milliseconds timeout = std::chrono::seconds(20));
   void resume(int id);
   // Also call fn at every hook point (from the reaching thread).
   void on_every(std::function<void(HookPoint)> fn);

@@ -26,7 +26,8 @@ class Children {
   int wait(pid_t pid,
            std::chrono::milliseconds timeout = std::chrono::seconds(60));
   // Wait for all; true if every child exited with 0.
-  bool wait_all_ok(std::chrono::milliseconds timeout = std::chrono::seconds(60));
+  bool wait_all_ok(
+      std::chrono::milliseconds timeout = std::chrono::seconds(60));
   const std::vector<pid_t> &pids() const { return pids_; }
 
  private:

@@ -67,13 +67,13 @@ int take_token(shmsem_t *s);
   ASSERT_EQ(::shmsem::test::invariant_violation(s), "")
 
 // available, held, reserved, waiting in one assertion.
-#define EXPECT_COUNTS(s, a, h, r, w)                                  \
-  do {                                                                \
-    auto c_ = ::shmsem::test::counts(s);                              \
-    EXPECT_EQ(c_.available, uint32_t(a)) << "available";              \
-    EXPECT_EQ(c_.held, uint32_t(h)) << "held";                        \
-    EXPECT_EQ(c_.reserved, uint32_t(r)) << "reserved";                \
-    EXPECT_EQ(c_.waiting, uint32_t(w)) << "waiting";                  \
+#define EXPECT_COUNTS(s, a, h, r, w)                     \
+  do {                                                   \
+    auto c_ = ::shmsem::test::counts(s);                 \
+    EXPECT_EQ(c_.available, uint32_t(a)) << "available"; \
+    EXPECT_EQ(c_.held, uint32_t(h)) << "held";           \
+    EXPECT_EQ(c_.reserved, uint32_t(r)) << "reserved";   \
+    EXPECT_EQ(c_.waiting, uint32_t(w)) << "waiting";     \
   } while (0)
 
 #endif  // SHMSEM_TESTS_SUPPORT_SEGMENT_H

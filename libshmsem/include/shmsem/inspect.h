@@ -40,33 +40,33 @@ extern "C" {
 /* One lease: the permits held under one token (a lease of n shows once,
  * with weight n), or granted to a waiter still on its way out. */
 struct shmsem_holder {
-	uint32_t lease;      /* the lease record its token names */
-	uint32_t weight;     /* permits under the token */
-	int32_t pid;         /* the owner process */
-	uint32_t liveness;   /* SHMSEM_OWNER_* */
-	uint32_t flags;      /* SHMSEM_HOLDER_* */
-	uint32_t __pad;
-	uint64_t since_ns;   /* CLOCK_MONOTONIC_COARSE time of the grant */
-	uint64_t held_ns;    /* how long it has been held, at the snapshot */
-	uint64_t declared_ns; /* declared hold time (shmsem_declare_hold); 0 none */
-	uint64_t gen;        /* the lease record's generation (its token's) */
-	uint64_t __reserved[1];
+  uint32_t lease;    /* the lease record its token names */
+  uint32_t weight;   /* permits under the token */
+  int32_t pid;       /* the owner process */
+  uint32_t liveness; /* SHMSEM_OWNER_* */
+  uint32_t flags;    /* SHMSEM_HOLDER_* */
+  uint32_t __pad;
+  uint64_t since_ns;    /* CLOCK_MONOTONIC_COARSE time of the grant */
+  uint64_t held_ns;     /* how long it has been held, at the snapshot */
+  uint64_t declared_ns; /* declared hold time (shmsem_declare_hold); 0 none */
+  uint64_t gen;         /* the lease record's generation (its token's) */
+  uint64_t __reserved[1];
 };
 
 /* One queued waiter, in FIFO order. */
 struct shmsem_waiter_info {
-	uint32_t position;   /* 1: the next to be granted */
-	uint32_t slot;       /* its waiter slot */
-	uint64_t ticket;     /* its place in FIFO order, never reused */
-	uint32_t weight;     /* permits it asks for */
-	uint32_t reserved;   /* of those, set aside for it so far (the head's) */
-	int32_t pid;         /* the waiting process */
-	int32_t tid;         /* ... and thread */
-	uint32_t liveness;   /* SHMSEM_OWNER_* (of the waiting thread) */
-	uint32_t __pad;
-	uint64_t since_ns;   /* CLOCK_MONOTONIC time it queued */
-	uint64_t waited_ns;  /* how long it has waited, at the snapshot */
-	uint64_t __reserved[2];
+  uint32_t position; /* 1: the next to be granted */
+  uint32_t slot;     /* its waiter slot */
+  uint64_t ticket;   /* its place in FIFO order, never reused */
+  uint32_t weight;   /* permits it asks for */
+  uint32_t reserved; /* of those, set aside for it so far (the head's) */
+  int32_t pid;       /* the waiting process */
+  int32_t tid;       /* ... and thread */
+  uint32_t liveness; /* SHMSEM_OWNER_* (of the waiting thread) */
+  uint32_t __pad;
+  uint64_t since_ns;  /* CLOCK_MONOTONIC time it queued */
+  uint64_t waited_ns; /* how long it has waited, at the snapshot */
+  uint64_t __reserved[2];
 };
 
 /* shmsem_inspection.flags */
@@ -80,24 +80,24 @@ struct shmsem_waiter_info {
 #define SHMSEM_INSPECT_REBUILT (1u << 1)
 
 struct shmsem_inspection {
-	struct shmsem_stat stat;  /* as shmsem_stat() */
-	uint64_t now_ns;          /* CLOCK_MONOTONIC at the snapshot */
-	uint64_t now_coarse_ns;   /* CLOCK_MONOTONIC_COARSE at the snapshot */
-	uint64_t created_realtime_ns; /* CLOCK_REALTIME of creation */
-	uint32_t created_permits; /* the permits it was created with */
-	uint32_t flags;           /* SHMSEM_INSPECT_* */
-	uint32_t nholders;        /* leases there are (may exceed the buffer) */
-	uint32_t nwaiters;        /* waiters there are (may exceed the buffer) */
-	uint32_t overdue;         /* leases held past their declared time */
-	uint32_t overdue_permits; /* ... and the permits they hold */
-	uint64_t oldest_wait_since_ns;  /* the head's since_ns; 0 none waits */
-	uint64_t oldest_lease_since_ns; /* the oldest holder's since_ns; 0 none */
-	/* The segment file, as fstat(2) saw it when the handle was opened. */
-	uint32_t file_mode;       /* permission bits */
-	uint32_t file_uid;
-	uint32_t file_gid;
-	uint32_t __pad;
-	uint64_t __reserved[8];
+  struct shmsem_stat stat;       /* as shmsem_stat() */
+  uint64_t now_ns;               /* CLOCK_MONOTONIC at the snapshot */
+  uint64_t now_coarse_ns;        /* CLOCK_MONOTONIC_COARSE at the snapshot */
+  uint64_t created_realtime_ns;  /* CLOCK_REALTIME of creation */
+  uint32_t created_permits;      /* the permits it was created with */
+  uint32_t flags;                /* SHMSEM_INSPECT_* */
+  uint32_t nholders;             /* leases there are (may exceed the buffer) */
+  uint32_t nwaiters;             /* waiters there are (may exceed the buffer) */
+  uint32_t overdue;              /* leases held past their declared time */
+  uint32_t overdue_permits;      /* ... and the permits they hold */
+  uint64_t oldest_wait_since_ns; /* the head's since_ns; 0 none waits */
+  uint64_t oldest_lease_since_ns; /* the oldest holder's since_ns; 0 none */
+  /* The segment file, as fstat(2) saw it when the handle was opened. */
+  uint32_t file_mode; /* permission bits */
+  uint32_t file_uid;
+  uint32_t file_gid;
+  uint32_t __pad;
+  uint64_t __reserved[8];
 };
 
 /*
@@ -133,8 +133,8 @@ struct shmsem_inspection {
  * proportional to the geometry.
  */
 int shmsem_inspect(shmsem_t *s, struct shmsem_inspection *out,
-		   struct shmsem_holder *holders, uint32_t max_holders,
-		   struct shmsem_waiter_info *waiters, uint32_t max_waiters);
+                   struct shmsem_holder *holders, uint32_t max_holders,
+                   struct shmsem_waiter_info *waiters, uint32_t max_waiters);
 
 /*
  * The semaphores in /dev/shm (shmsem_list): one entry per regular file there
@@ -143,16 +143,16 @@ int shmsem_inspect(shmsem_t *s, struct shmsem_inspection *out,
  * never hides the others.
  */
 struct shmsem_list_entry {
-	char name[257];       /* "/" and the file's name: what shmsem_open takes */
-	uint8_t __pad[3];
-	int32_t error;        /* 0, or why it could not be read (shmsem_list) */
-	uint32_t file_mode;   /* the file read, as fstat(2) saw it: permission */
-	uint32_t file_uid;    /* bits, owner and group; all 0 unless error is */
-	uint32_t file_gid;    /* 0 or -EUCLEAN */
-	uint32_t __reserved0;
-	struct shmsem_stat stat; /* as shmsem_stat(); all 0 unless error is 0
-				    or -EUCLEAN */
-	uint64_t __reserved[4];
+  char name[257]; /* "/" and the file's name: what shmsem_open takes */
+  uint8_t __pad[3];
+  int32_t error;      /* 0, or why it could not be read (shmsem_list) */
+  uint32_t file_mode; /* the file read, as fstat(2) saw it: permission */
+  uint32_t file_uid;  /* bits, owner and group; all 0 unless error is */
+  uint32_t file_gid;  /* 0 or -EUCLEAN */
+  uint32_t __reserved0;
+  struct shmsem_stat stat; /* as shmsem_stat(); all 0 unless error is 0
+                              or -EUCLEAN */
+  uint64_t __reserved[4];
 };
 
 /*
@@ -191,12 +191,12 @@ int shmsem_list(struct shmsem_list_entry *out, uint32_t max);
  * one's only where O_TMPFILE cannot be used (shmsem_create(3)).
  */
 struct shmsem_leftover {
-	char file[256];      /* its name in /dev/shm, without a '/' */
-	int32_t pid;         /* its creator, from the name; -1 none */
-	uint32_t creator_gone; /* 1: kill(pid, 0) failed with ESRCH */
-	uint64_t size;       /* bytes */
-	uint32_t uid;        /* the file's owner */
-	uint32_t __pad;
+  char file[256];        /* its name in /dev/shm, without a '/' */
+  int32_t pid;           /* its creator, from the name; -1 none */
+  uint32_t creator_gone; /* 1: kill(pid, 0) failed with ESRCH */
+  uint64_t size;         /* bytes */
+  uint32_t uid;          /* the file's owner */
+  uint32_t __pad;
 };
 
 /* Fill up to `max` leftovers into `out` (sorted by name); returns how many

@@ -125,10 +125,10 @@ typedef struct shmsem_handle shmsem_t;
  * bits (higher bits set: -EINVAL) and wraps only after 2.8e14 grants of one
  * record, so a stale token is -EALREADY in practice. */
 typedef struct shmsem_lease {
-	uint64_t gen;        /* generation of the record when granted; 0 never valid */
-	uint64_t sem;        /* identity of the semaphore that granted it */
-	uint32_t index;      /* lease record */
-	uint32_t __reserved; /* 0 */
+  uint64_t gen;   /* generation of the record when granted; 0 never valid */
+  uint64_t sem;   /* identity of the semaphore that granted it */
+  uint32_t index; /* lease record */
+  uint32_t __reserved; /* 0 */
 } shmsem_lease_t;
 
 /* The resource a lease names: an index in [0, max_permits) that no other
@@ -137,9 +137,8 @@ typedef struct shmsem_lease {
  * life of the lease: map it to "connection i", "GPU i", "licence slot i".
  * Another lease granted after this one is released may get the same index.
  * A plain read of the token: no system call, no lock, valid on any copy. */
-static inline uint32_t shmsem_lease_resource(const shmsem_lease_t *lease)
-{
-	return lease->index;
+static inline uint32_t shmsem_lease_resource(const shmsem_lease_t *lease) {
+  return lease->index;
 }
 
 /* Defaults used when a config field is 0. */
@@ -150,20 +149,20 @@ static inline uint32_t shmsem_lease_resource(const shmsem_lease_t *lease)
 #define SHMSEM_MAX_WAITERS (1u << 20)
 
 struct shmsem_config {
-	uint32_t permits;     /* the capacity N; 0 is -EINVAL, unless `rate` is set:
-				 then no concurrency limit (below max_permits) */
-	uint32_t max_waiters; /* queue bound; 0 means SHMSEM_DEFAULT_MAX_WAITERS */
-	uint32_t mode;        /* read/write bits within 0666; 0 means SHMSEM_DEFAULT_MODE */
-	uint32_t max_permits; /* the capacity may grow up to this at run time
-				 (shmsem_set_permits); 0 means `permits`, or
-				 SHMSEM_DEFAULT_RATE_ONLY_PERMITS without a
-				 concurrency limit */
-	uint32_t rate;        /* rate limit: at most `rate` acquisitions per
-				 rate_period_ns (one every rate_period_ns / rate
-				 ns, rounded down); 0 none */
-	uint32_t burst;       /* ... of which up to `burst` at once; 0 means 1 */
-	uint64_t rate_period_ns; /* 0 means one second */
-	uint64_t __reserved[2]; /* must be zero */
+  uint32_t permits;     /* the capacity N; 0 is -EINVAL, unless `rate` is set:
+                           then no concurrency limit (below max_permits) */
+  uint32_t max_waiters; /* queue bound; 0 means SHMSEM_DEFAULT_MAX_WAITERS */
+  uint32_t mode; /* read/write bits within 0666; 0 means SHMSEM_DEFAULT_MODE */
+  uint32_t max_permits;    /* the capacity may grow up to this at run time
+                              (shmsem_set_permits); 0 means `permits`, or
+                              SHMSEM_DEFAULT_RATE_ONLY_PERMITS without a
+                              concurrency limit */
+  uint32_t rate;           /* rate limit: at most `rate` acquisitions per
+                              rate_period_ns (one every rate_period_ns / rate
+                              ns, rounded down); 0 none */
+  uint32_t burst;          /* ... of which up to `burst` at once; 0 means 1 */
+  uint64_t rate_period_ns; /* 0 means one second */
+  uint64_t __reserved[2];  /* must be zero */
 };
 
 /* Leases one semaphore without a concurrency limit can have out at once. */
@@ -200,14 +199,14 @@ struct shmsem_config {
  * permits, max_permits, rate, burst or rate_period_ns as given (after their
  * defaults; 6 per 2 s is not 3 per 1 s), or max_waiters when
  * cfg->max_waiters is not 0 (a capacity changed since by
- * shmsem_set_permits does not count; the mode is not compared); -EPERM it exists
- * and belongs to another user (see SHMSEM_ANY_OWNER);
- * -EPROTONOSUPPORT `name` has a URL scheme ("redis://host:port/pool"), which
- * selects a backend this library was built without (it has none yet);
- * -EACCES, -ENOMEM, -ENOSPC from the system; the errors of shmsem_open.
+ * shmsem_set_permits does not count; the mode is not compared); -EPERM it
+ * exists and belongs to another user (see SHMSEM_ANY_OWNER); -EPROTONOSUPPORT
+ * `name` has a URL scheme ("redis://host:port/pool"), which selects a backend
+ * this library was built without (it has none yet); -EACCES, -ENOMEM, -ENOSPC
+ * from the system; the errors of shmsem_open.
  */
 int shmsem_create(const char *name, const struct shmsem_config *cfg, int flags,
-		  shmsem_t **out);
+                  shmsem_t **out);
 
 /*
  * Attach to an existing semaphore. flags: 0, SHMSEM_RDONLY or SHMSEM_SNAPSHOT.
@@ -261,7 +260,7 @@ int shmsem_try_acquire(shmsem_t *s, shmsem_lease_t *lease);
  * "never". Errors: -ETIMEDOUT; -EINVAL bad timespec (tv_nsec outside
  * [0, 999999999] or tv_sec < 0); and those of shmsem_acquire. */
 int shmsem_acquire_until(shmsem_t *s, const struct timespec *deadline,
-			 shmsem_lease_t *lease);
+                         shmsem_lease_t *lease);
 
 /* As shmsem_acquire_until, with a relative timeout: gives up `timeout_ns`
  * nanoseconds from now (CLOCK_MONOTONIC, read once at the call). 0 means
@@ -279,7 +278,7 @@ int shmsem_acquire_for(shmsem_t *s, uint64_t timeout_ns, shmsem_lease_t *lease);
  * -ECANCELED at once) until shmsem_cancel_reset.
  */
 typedef struct shmsem_cancel {
-	uint64_t __opaque[6];
+  uint64_t __opaque[6];
 } shmsem_cancel_t;
 
 void shmsem_cancel_init(shmsem_cancel_t *c);
@@ -305,8 +304,8 @@ void shmsem_cancel_reset(shmsem_cancel_t *c);
  * fired). In every error case the caller owns nothing.
  */
 int shmsem_acquire_ex(shmsem_t *s, const struct timespec *deadline,
-		      shmsem_cancel_t *cancel, unsigned flags,
-		      shmsem_lease_t *lease);
+                      shmsem_cancel_t *cancel, unsigned flags,
+                      shmsem_lease_t *lease);
 
 /*
  * Weighted acquires: `n` permits as one lease (1 <= n <= max_permits),
@@ -323,14 +322,14 @@ int shmsem_acquire_ex(shmsem_t *s, const struct timespec *deadline,
 int shmsem_acquire_n(shmsem_t *s, uint32_t n, shmsem_lease_t *lease);
 int shmsem_try_acquire_n(shmsem_t *s, uint32_t n, shmsem_lease_t *lease);
 int shmsem_acquire_until_n(shmsem_t *s, uint32_t n,
-			   const struct timespec *deadline,
-			   shmsem_lease_t *lease);
+                           const struct timespec *deadline,
+                           shmsem_lease_t *lease);
 int shmsem_acquire_for_n(shmsem_t *s, uint32_t n, uint64_t timeout_ns,
-			 shmsem_lease_t *lease);
+                         shmsem_lease_t *lease);
 int shmsem_acquire_ex_n(shmsem_t *s, uint32_t n,
-			const struct timespec *deadline,
-			shmsem_cancel_t *cancel, unsigned flags,
-			shmsem_lease_t *lease);
+                        const struct timespec *deadline,
+                        shmsem_cancel_t *cancel, unsigned flags,
+                        shmsem_lease_t *lease);
 
 /*
  * Change the capacity to `permits` (0 <= permits <= max_permits) while the
@@ -367,8 +366,8 @@ int shmsem_set_permits(shmsem_t *s, uint32_t permits);
  * a waiter of a detached handle uses freed memory).
  */
 typedef struct shmsem_waiter {
-	uint64_t __opaque[10];
-	int64_t __ring_ts[2]; /* <shmsem/uring.h>: its linked timeout's time */
+  uint64_t __opaque[10];
+  int64_t __ring_ts[2]; /* <shmsem/uring.h>: its linked timeout's time */
 } shmsem_waiter_t;
 
 /* shmsem_waiter_start: the acquire is queued. */
@@ -389,12 +388,12 @@ typedef struct shmsem_waiter {
  * only work on a wait that start admitted).
  */
 int shmsem_waiter_start(shmsem_t *s, shmsem_waiter_t *w,
-			const struct timespec *deadline, shmsem_lease_t *lease);
+                        const struct timespec *deadline, shmsem_lease_t *lease);
 /* The same for `n` permits as one lease (see shmsem_acquire_n).
  * Errors: those of shmsem_waiter_start, and -EINVAL for `n`. */
 int shmsem_waiter_start_n(shmsem_t *s, shmsem_waiter_t *w, uint32_t n,
-			  const struct timespec *deadline,
-			  shmsem_lease_t *lease);
+                          const struct timespec *deadline,
+                          shmsem_lease_t *lease);
 
 /*
  * The futex word of a queued waiter and the value it holds while the wait
@@ -404,7 +403,7 @@ int shmsem_waiter_start_n(shmsem_t *s, shmsem_waiter_t *w, uint32_t n,
  * waiter on it. Returns 0, or -EINVAL if `w` is not queued.
  */
 int shmsem_waiter_futex(const shmsem_waiter_t *w, uint32_t **word,
-			uint32_t *value);
+                        uint32_t *value);
 
 /*
  * When the caller must poll `w` at the latest even if the word does not
@@ -472,10 +471,10 @@ int shmsem_notifier_fd(const shmsem_notifier_t *n);
 /* Watch queued waiter `w`, reported as `user_data`. `w` must not be polled,
  * cancelled or reused, nor its semaphore detached, until
  * shmsem_notifier_next returned it or shmsem_notifier_remove removed it
- * (the thread waits on the word in the segment). Errors: -EINVAL `w` not queued or
- * already added; -ENOSPC SHMSEM_NOTIFIER_MAX waiters added. */
+ * (the thread waits on the word in the segment). Errors: -EINVAL `w` not queued
+ * or already added; -ENOSPC SHMSEM_NOTIFIER_MAX waiters added. */
 int shmsem_notifier_add(shmsem_notifier_t *n, shmsem_waiter_t *w,
-			uint64_t user_data);
+                        uint64_t user_data);
 /* Stop watching `w` (before cancelling it). When it returns, the helper
  * thread no longer reads `w`. Errors: -ENOENT not added (or already
  * returned by shmsem_notifier_next). */
@@ -498,12 +497,12 @@ int shmsem_uring_probe(void);
 /*
  * Return the permit of `lease` (all n of a weighted lease): to the oldest
  * waiter if one is queued (one FUTEX_WAKE), else to the pool; to retirement
- * first while a shrink waits for permits. Accepted after shutdown, from any process
- * that has the token.
- * Errors: -EALREADY the lease was already released or reclaimed (nothing
- * changes); -EINVAL malformed lease, or a lease of another semaphore (or of
- * an earlier semaphore created under the same name); -EBADF read-only handle;
- * -EXDEV a release that takes the internal lock, from another PID namespace.
+ * first while a shrink waits for permits. Accepted after shutdown, from any
+ * process that has the token. Errors: -EALREADY the lease was already released
+ * or reclaimed (nothing changes); -EINVAL malformed lease, or a lease of
+ * another semaphore (or of an earlier semaphore created under the same name);
+ * -EBADF read-only handle; -EXDEV a release that takes the internal lock, from
+ * another PID namespace.
  */
 int shmsem_release(shmsem_t *s, shmsem_lease_t *lease);
 
@@ -569,51 +568,51 @@ unsigned shmsem_hist_bucket(uint64_t ns);
 uint64_t shmsem_hist_quantile(const uint64_t *hist, double q);
 
 struct shmsem_stat {
-	uint32_t permits;     /* the capacity now */
-	uint32_t max_waiters;
-	uint32_t available;
-	uint32_t held;        /* permits held (a lease of n counts n) */
-	uint32_t reserved;
-	uint32_t waiting;
-	uint32_t closed;
-	uint32_t max_permits; /* the most the capacity may grow to */
-	/* Each outcome is counted once, under the internal lock (DESIGN.md
-	 * §14). A call that gives up waiting for that lock itself (held by a
-	 * stopped process past its deadline, cancel or signal) before it
-	 * queued is not counted; a failed try (-EAGAIN) is counted nowhere. */
-	uint64_t acquisitions;      /* acquires that returned a lease, one per
-				       lease whatever its weight (also a grant
-				       that won over a timeout or cancel) */
-	uint64_t timeouts;          /* acquires that ended in -ETIMEDOUT, a
-				       past deadline with no permit included */
-	uint64_t cancellations;     /* -ECANCELED (a handle fired before or
-				       during the wait, shmsem_waiter_cancel),
-				       -EINTR, pthread_cancel while queued */
-	uint64_t queue_full;        /* -EBUSY rejections */
-	uint64_t shutdown_failures; /* queued waiters failed by shutdown
-				       (refused later acquires are not) */
-	uint64_t reclaimed_holders; /* permits reclaimed from dead owners (a
-				       lease or grant of n counts n) */
-	uint64_t reclaimed_waiters; /* slots reclaimed from dead owners */
-	uint64_t repairs;           /* lock owner died; state was rebuilt */
-	/* Enqueue-to-grant times of acquires (an acquire that did not wait
-	 * counts 0 ns; CLOCK_MONOTONIC). */
-	uint64_t wait_hist[SHMSEM_HIST_BUCKETS];
-	/* Grant-to-release times of released leases, one per lease (a lease
-	 * of n counts once), in the fixed buckets of shmsem_hold_bound_ns;
-	 * reclaimed leases are not counted. */
-	uint64_t hold_hist[SHMSEM_HOLD_BUCKETS];
-	uint64_t wait_sum_ns;  /* the sum of the waits wait_hist counts */
-	uint64_t hold_sum_ns;  /* the sum of the holds hold_hist counts */
-	uint32_t retiring;     /* held or reserved permits above the capacity,
-				  retired as they come back (a shrink) */
-	uint32_t rate;         /* rate limit as created: rate per rate_period_ns, */
-	uint32_t burst;        /* burst; rate 0: none */
-	uint32_t rate_tokens;  /* tokens in the bucket now (0..burst) */
-	uint64_t rate_period_ns;
-	uint64_t rate_next_ns; /* CLOCK_MONOTONIC time the next token is there
-				  (the time of the snapshot if rate_tokens > 0) */
-	uint64_t __reserved[4];
+  uint32_t permits; /* the capacity now */
+  uint32_t max_waiters;
+  uint32_t available;
+  uint32_t held; /* permits held (a lease of n counts n) */
+  uint32_t reserved;
+  uint32_t waiting;
+  uint32_t closed;
+  uint32_t max_permits; /* the most the capacity may grow to */
+  /* Each outcome is counted once, under the internal lock (DESIGN.md
+   * §14). A call that gives up waiting for that lock itself (held by a
+   * stopped process past its deadline, cancel or signal) before it
+   * queued is not counted; a failed try (-EAGAIN) is counted nowhere. */
+  uint64_t acquisitions;      /* acquires that returned a lease, one per
+                                 lease whatever its weight (also a grant
+                                 that won over a timeout or cancel) */
+  uint64_t timeouts;          /* acquires that ended in -ETIMEDOUT, a
+                                 past deadline with no permit included */
+  uint64_t cancellations;     /* -ECANCELED (a handle fired before or
+                                 during the wait, shmsem_waiter_cancel),
+                                 -EINTR, pthread_cancel while queued */
+  uint64_t queue_full;        /* -EBUSY rejections */
+  uint64_t shutdown_failures; /* queued waiters failed by shutdown
+                                 (refused later acquires are not) */
+  uint64_t reclaimed_holders; /* permits reclaimed from dead owners (a
+                                 lease or grant of n counts n) */
+  uint64_t reclaimed_waiters; /* slots reclaimed from dead owners */
+  uint64_t repairs;           /* lock owner died; state was rebuilt */
+  /* Enqueue-to-grant times of acquires (an acquire that did not wait
+   * counts 0 ns; CLOCK_MONOTONIC). */
+  uint64_t wait_hist[SHMSEM_HIST_BUCKETS];
+  /* Grant-to-release times of released leases, one per lease (a lease
+   * of n counts once), in the fixed buckets of shmsem_hold_bound_ns;
+   * reclaimed leases are not counted. */
+  uint64_t hold_hist[SHMSEM_HOLD_BUCKETS];
+  uint64_t wait_sum_ns; /* the sum of the waits wait_hist counts */
+  uint64_t hold_sum_ns; /* the sum of the holds hold_hist counts */
+  uint32_t retiring;    /* held or reserved permits above the capacity,
+                           retired as they come back (a shrink) */
+  uint32_t rate;        /* rate limit as created: rate per rate_period_ns, */
+  uint32_t burst;       /* burst; rate 0: none */
+  uint32_t rate_tokens; /* tokens in the bucket now (0..burst) */
+  uint64_t rate_period_ns;
+  uint64_t rate_next_ns; /* CLOCK_MONOTONIC time the next token is there
+                            (the time of the snapshot if rate_tokens > 0) */
+  uint64_t __reserved[4];
 };
 
 /* Snapshot the state and counters (takes the internal lock briefly unless
@@ -642,7 +641,7 @@ uint64_t shmsem_stat_hold_quantile(const struct shmsem_stat *st, double q);
  */
 #define SHMSEM_MAX_DECLARED_NS (((uint64_t)1 << 40) * 1000 - 1000)
 int shmsem_declare_hold(shmsem_t *s, const shmsem_lease_t *lease,
-			uint64_t hold_ns);
+                        uint64_t hold_ns);
 
 /*
  * Verify every invariant of the segment by a full scan under the lock

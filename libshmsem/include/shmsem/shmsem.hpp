@@ -15,10 +15,13 @@
 // the free shmsem::acquire(), which stay for C++17 code (with the owner
 // rule of "Processes" below, and Lease::resource()).
 //
-//     shmsem::Lease l;                        auto sem = shmsem::semaphore::open("/pool");
-//     if (int e = shmsem::acquire(s, &l))     shmsem::lease l = sem.acquire();  // throws
-//       fail(e);                              // or: if (auto l = sem.acquire_for(2s)) ...
-//     l.release();                            l.release();  // throws std::system_error
+//     shmsem::Lease l;                        auto sem =
+//     shmsem::semaphore::open("/pool"); if (int e = shmsem::acquire(s, &l))
+//     shmsem::lease l = sem.acquire();  // throws
+//       fail(e);                              // or: if (auto l =
+//       sem.acquire_for(2s)) ...
+//     l.release();                            l.release();  // throws
+//     std::system_error
 //
 // Weighted leases, capacity and rate (C++20 tier): sem.acquire(4) takes 4
 // permits as one lease (lease::weight() is 4, one release returns all 4),
@@ -29,16 +32,19 @@
 //     using namespace std::chrono_literals;
 //     auto api = shmsem::semaphore::create(
 //         "/api", {.permits = 8, .rate = 100, .per = 1s, .burst = 20});
-//     if (auto l = api.acquire_for(2, 50ms)) ...  // 2 of the 8, one token of the rate
+//     if (auto l = api.acquire_for(2, 50ms)) ...  // 2 of the 8, one token of
+//     the rate
 //
 // Errors (C++20 tier):
 //
-//   | C API result          | semaphore member                  | returns / throws        |
+//   | C API result          | semaphore member                  | returns /
+//   throws        |
 //   |-----------------------|-----------------------------------|-------------------------|
-//   | -EAGAIN               | try_acquire(), try_acquire(n)     | std::nullopt            |
-//   | -ETIMEDOUT            | acquire_for(), acquire_until()    | std::nullopt            |
-//   | -ECANCELED            | any acquire taking a stop_token   | std::nullopt            |
-//   | any other error       | every member                      | throws std::system_error|
+//   | -EAGAIN               | try_acquire(), try_acquire(n)     | std::nullopt
+//   | | -ETIMEDOUT            | acquire_for(), acquire_until()    |
+//   std::nullopt            | | -ECANCELED            | any acquire taking a
+//   stop_token   | std::nullopt            | | any other error       | every
+//   member                      | throws std::system_error|
 //
 // A count of permits (the `n` of a weighted acquire, set_permits' capacity)
 // is any integer type but bool and the character types, checked here rather
@@ -147,11 +153,13 @@ inline std::atomic<pid_t> *map_pid_page() noexcept {
 #ifdef MADV_WIPEONFORK
   const long page = ::sysconf(_SC_PAGESIZE);
   const std::size_t len = page > 0 ? static_cast<std::size_t>(page) : 4096;
-  void *m = ::mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  void *m = ::mmap(nullptr, len, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (m == MAP_FAILED) return nullptr;
   if (::madvise(m, len, MADV_WIPEONFORK) != 0) {
     ::munmap(m, len);
-    no_pid_page.store(true, std::memory_order_relaxed);  // a flag; it guards no data
+    no_pid_page.store(true,
+                      std::memory_order_relaxed);  // a flag; it guards no data
     return nullptr;
   }
   std::atomic<pid_t> *fresh = new (m) std::atomic<pid_t>(0);
@@ -203,8 +211,10 @@ class Lease {
  public:
   Lease() = default;
   // Adopts `l`, a lease of the semaphore open as `s`: this process owns it.
-  Lease(shmsem_t *s, shmsem_lease_t l) : s_(s), l_(l), owner_(cxx_internal::this_process()) {}
-  Lease(Lease &&o) noexcept : s_(std::exchange(o.s_, nullptr)), l_(o.l_), owner_(o.owner_) {}
+  Lease(shmsem_t *s, shmsem_lease_t l)
+      : s_(s), l_(l), owner_(cxx_internal::this_process()) {}
+  Lease(Lease &&o) noexcept
+      : s_(std::exchange(o.s_, nullptr)), l_(o.l_), owner_(o.owner_) {}
   Lease &operator=(Lease &&o) noexcept {
     if (this != &o) {
       release();
@@ -237,12 +247,15 @@ class Lease {
   // shmsem_lease_resource(): the index in [0, max_permits) no other live
   // lease of the semaphore has (a weighted lease: the first of its n).
   // Meaningful while the lease holds its permit.
-  [[nodiscard]] std::uint32_t resource() const noexcept { return shmsem_lease_resource(&l_); }
+  [[nodiscard]] std::uint32_t resource() const noexcept {
+    return shmsem_lease_resource(&l_);
+  }
 
  private:
   shmsem_t *s_ = nullptr;
   shmsem_lease_t l_{};
-  pid_t owner_ = 0;  // the process that may release it (this_process() when made)
+  pid_t owner_ =
+      0;  // the process that may release it (this_process() when made)
 };
 
 // shmsem_acquire_ex into a Lease. Returns 0 or a negative errno.
@@ -275,10 +288,13 @@ namespace shmsem {
 // period as a std::chrono duration. An aggregate, for designated
 // initializers (in this order; any may be left out):
 //
-//     {.permits = 8}                                    // a plain semaphore of 8
-//     {.permits = 4, .max_permits = 16}                 // 4 now, set_permits() up to 16
+//     {.permits = 8}                                    // a plain semaphore of
+//     8
+//     {.permits = 4, .max_permits = 16}                 // 4 now, set_permits()
+//     up to 16
 //     {.permits = 8, .rate = 100, .per = 1s, .burst = 20}
-//     {.rate = 10, .per = 1min}                         // a rate only: no concurrency limit
+//     {.rate = 10, .per = 1min}                         // a rate only: no
+//     concurrency limit
 //
 // Every field means what its shmsem_config namesake means, zero included
 // (0 is the C default). Opening an existing semaphore through create()
@@ -318,7 +334,8 @@ struct options {
       const char *m = shmsem_strerror(-ev);
       return m ? m : "unknown error";
     }
-    std::error_condition default_error_condition(int ev) const noexcept override {
+    std::error_condition default_error_condition(
+        int ev) const noexcept override {
       return {ev, std::generic_category()};
     }
   };
@@ -344,8 +361,8 @@ namespace cxx_internal {
 template <class T>
 concept permit_count =
     std::integral<T> && !std::same_as<T, bool> && !std::same_as<T, char> &&
-    !std::same_as<T, wchar_t> && !std::same_as<T, char8_t> && !std::same_as<T, char16_t> &&
-    !std::same_as<T, char32_t>;
+    !std::same_as<T, wchar_t> && !std::same_as<T, char8_t> &&
+    !std::same_as<T, char16_t> && !std::same_as<T, char32_t>;
 
 // A count as the C API takes it; std::nullopt outside std::uint32_t.
 template <permit_count N>
@@ -358,7 +375,8 @@ template <permit_count N>
 // integer type) only as which side it is on.
 template <permit_count N>
 [[nodiscard]] std::string count_text(N n) {
-  if (std::in_range<long long>(n)) return std::to_string(static_cast<long long>(n));
+  if (std::in_range<long long>(n))
+    return std::to_string(static_cast<long long>(n));
   if (std::in_range<unsigned long long>(n))
     return std::to_string(static_cast<unsigned long long>(n));
   return std::cmp_less(n, 0) ? "below -2^63" : "above 2^64 - 1";
@@ -366,28 +384,32 @@ template <permit_count N>
 
 // max_permits of the semaphore open as `s` (read with shmsem_stat), or
 // nullopt if it cannot be read (an empty semaphore). For error messages.
-[[nodiscard]] inline std::optional<std::uint32_t> max_permits_of(shmsem_t *s) noexcept {
-  struct shmsem_stat st{};
+[[nodiscard]] inline std::optional<std::uint32_t> max_permits_of(
+    shmsem_t *s) noexcept {
+  struct shmsem_stat st {};
   if (!s || shmsem_stat(s, &st) != 0) return std::nullopt;
   return st.max_permits;
 }
 
 // "<what>: <name> <n> is outside <lo>..<max> (<lo> to max_permits)", or
 // "... outside <lo>..max_permits" when the bound is not known.
-[[nodiscard]] inline std::string outside_text(const char *what, const char *name,
-                                              const std::string &n, const char *lo,
-                                              std::optional<std::uint32_t> max) {
-  std::string m = std::string(what) + ": " + name + ' ' + n + " is outside " + lo + "..";
+[[nodiscard]] inline std::string outside_text(
+    const char *what, const char *name, const std::string &n, const char *lo,
+    std::optional<std::uint32_t> max) {
+  std::string m =
+      std::string(what) + ": " + name + ' ' + n + " is outside " + lo + "..";
   if (max) return m + std::to_string(*max) + " (" + lo + " to max_permits)";
   return m + "max_permits";
 }
 
 [[nodiscard]] inline std::string empty_semaphore_text(const char *what) {
-  return std::string(what) + ": semaphore is empty (default-constructed or moved from)";
+  return std::string(what) +
+         ": semaphore is empty (default-constructed or moved from)";
 }
 
 // `o` as shmsem_config; -EINVAL for a negative period (no C form).
-[[nodiscard]] inline int to_config(const options &o, shmsem_config *cfg) noexcept {
+[[nodiscard]] inline int to_config(const options &o,
+                                   shmsem_config *cfg) noexcept {
   *cfg = shmsem_config{};
   if (o.per.count() < 0) return -EINVAL;
   cfg->permits = o.permits;
@@ -443,10 +465,13 @@ struct deadline {
     d.forever = true;
     return d;
   }
-  [[nodiscard]] const timespec *get() const noexcept { return forever ? nullptr : &ts; }
+  [[nodiscard]] const timespec *get() const noexcept {
+    return forever ? nullptr : &ts;
+  }
 };
 
-[[nodiscard]] inline deadline at_monotonic_ns(std::chrono::nanoseconds t) noexcept {
+[[nodiscard]] inline deadline at_monotonic_ns(
+    std::chrono::nanoseconds t) noexcept {
   if (t == std::chrono::nanoseconds::max()) return deadline::never();
   deadline d;
   if (t.count() > 0) {
@@ -458,12 +483,14 @@ struct deadline {
 
 template <class Duration>
 [[nodiscard]] deadline at(
-    const std::chrono::time_point<std::chrono::steady_clock, Duration> &tp) noexcept {
+    const std::chrono::time_point<std::chrono::steady_clock, Duration>
+        &tp) noexcept {
   return at_monotonic_ns(saturating_ceil_ns(tp.time_since_epoch()));
 }
 
 template <class Rep, class Period>
-[[nodiscard]] deadline after(const std::chrono::duration<Rep, Period> &rel) noexcept {
+[[nodiscard]] deadline after(
+    const std::chrono::duration<Rep, Period> &rel) noexcept {
   using ns = std::chrono::nanoseconds;
   const ns now = std::chrono::duration_cast<ns>(
       std::chrono::steady_clock::now().time_since_epoch());  // >= 0
@@ -498,12 +525,14 @@ class semaphore;
 // another process (a fork child's copy) it releases nothing, ever: the
 // banner's "Processes".
 //
-//   | member              | owner process             | other process    | errors                 |
+//   | member              | owner process             | other process    |
+//   errors                 |
 //   |---------------------|---------------------------|------------------|------------------------|
-//   | ~lease(), operator= | released                  | left to owner    | swallowed (no channel) |
-//   | release()           | released                  | left; EINVAL     | std::system_error      |
-//   | release(ec)         | released                  | left; EINVAL     | into ec, noexcept      |
-//   | detach()            | left held; token returned | the same         | none                   |
+//   | ~lease(), operator= | released                  | left to owner    |
+//   swallowed (no channel) | | release()           | released | left; EINVAL |
+//   std::system_error      | | release(ec)         | released | left; EINVAL |
+//   into ec, noexcept      | | detach()            | left held; token returned
+//   | the same         | none                   |
 //
 // release() empties the lease whether or not the C call succeeds: a token
 // refused once (-EALREADY, -EINVAL) is refused forever.
@@ -523,8 +552,12 @@ class lease {
   // process, will release it. `weight` is what weight() reports: the token
   // does not carry it (pass it along with the token), and the release
   // returns whatever the token holds, whatever `weight` says.
-  explicit lease(shmsem_t *s, const shmsem_lease_t &token, std::uint32_t weight = 1) noexcept
-      : s_(s), token_(token), weight_(weight), owner_(cxx_internal::this_process()) {}
+  explicit lease(shmsem_t *s, const shmsem_lease_t &token,
+                 std::uint32_t weight = 1) noexcept
+      : s_(s),
+        token_(token),
+        weight_(weight),
+        owner_(cxx_internal::this_process()) {}
 
   lease(lease &&o) noexcept
       : s_(std::exchange(o.s_, nullptr)),
@@ -552,14 +585,15 @@ class lease {
   // std::system_error: EALREADY the permit was already released, by an
   // earlier release() of this lease or through another copy of the token
   // (or reclaimed); EINVAL an empty lease (what() says why it is empty:
-  // moved from, detached, never held), a lease of another process (a fork child's copy: nothing
-  // is released; what() names both processes), or a malformed token; EBADF
-  // a read-only handle. Empty afterwards in every case.
+  // moved from, detached, never held), a lease of another process (a fork
+  // child's copy: nothing is released; what() names both processes), or a
+  // malformed token; EBADF a read-only handle. Empty afterwards in every case.
   void release() {
     const bool held = s_ != nullptr;
     const emptied before = empty_;
     const int r = give_back();
-    if (r < 0) throw std::system_error(to_error_code(r), failure_text(r, held, before));
+    if (r < 0)
+      throw std::system_error(to_error_code(r), failure_text(r, held, before));
   }
   // As release(), the error (or a cleared code) into `ec` instead.
   void release(std::error_code &ec) noexcept {
@@ -592,12 +626,20 @@ class lease {
   // The permits this lease holds: the n it was acquired with (1 for the
   // acquires without a count), what its adopter said, 0 when empty.
   [[nodiscard]] std::uint32_t weight() const noexcept { return weight_; }
-  [[nodiscard]] explicit operator bool() const noexcept { return s_ != nullptr; }
+  [[nodiscard]] explicit operator bool() const noexcept {
+    return s_ != nullptr;
+  }
 
  private:
   // Why an empty lease is empty, for release()'s message (meaningless
   // while it holds a permit).
-  enum class emptied : unsigned char { never_held, released, moved_from, detached, not_owner };
+  enum class emptied : unsigned char {
+    never_held,
+    released,
+    moved_from,
+    detached,
+    not_owner
+  };
 
   // Empties the lease, releasing its permit if this process owns it: 0, or
   // a negative errno (-EINVAL: empty already, or another process's lease).
@@ -617,27 +659,36 @@ class lease {
 
   // release()'s what() for the error `r`, the lease having been held or
   // empty (for the reason `before`) when it was called.
-  [[nodiscard]] std::string failure_text(int r, bool held, emptied before) const {
+  [[nodiscard]] std::string failure_text(int r, bool held,
+                                         emptied before) const {
     std::string m = "shmsem: release";
     if (held && empty_ == emptied::not_owner) {
       m += ": lease belongs to process ";
       m += std::to_string(owner_);
       m += ", not to this process ";
       m += std::to_string(cxx_internal::this_process());
-      m += " (a fork child inherits no leases); its permit stays held by its owner";
+      m += " (a fork child inherits no leases); its permit stays held by its "
+           "owner";
     } else if (held && r == -EINVAL) {
       m += ": the token is malformed or names another semaphore";
     } else if (!held) {
       switch (before) {
-        case emptied::released: m += ": lease already released"; break;
-        case emptied::moved_from: m += ": lease was moved from (its permit went with it)"; break;
+        case emptied::released:
+          m += ": lease already released";
+          break;
+        case emptied::moved_from:
+          m += ": lease was moved from (its permit went with it)";
+          break;
         case emptied::detached:
           m += ": lease was detached (its token is released elsewhere)";
           break;
         case emptied::not_owner:
-          m += ": lease already given up in this process (another process's, copied by fork)";
+          m += ": lease already given up in this process (another process's, "
+               "copied by fork)";
           break;
-        case emptied::never_held: m += ": lease is empty: it never held a permit"; break;
+        case emptied::never_held:
+          m += ": lease is empty: it never held a permit";
+          break;
       }
     }
     return m;
@@ -646,7 +697,8 @@ class lease {
   shmsem_t *s_ = nullptr;
   shmsem_lease_t token_{};
   std::uint32_t weight_ = 0;
-  pid_t owner_ = 0;  // the process that may release it (this_process() when made)
+  pid_t owner_ =
+      0;  // the process that may release it (this_process() when made)
   emptied empty_ = emptied::never_held;
 };
 
@@ -688,36 +740,39 @@ class semaphore {
   // shmsem_create: creates `name`, or opens it if it exists and `flags`
   // lacks SHMSEM_EXCL. Throws std::system_error (EEXIST, EPERM, EINVAL, ...;
   // a negative opt.per is EINVAL before the C API is called).
-  [[nodiscard]] static semaphore create(const char *name, const options &opt, int flags = 0) {
+  [[nodiscard]] static semaphore create(const char *name, const options &opt,
+                                        int flags = 0) {
     shmsem_config cfg;
     if (int r = cxx_internal::to_config(opt, &cfg))
       cxx_internal::throw_error(r, "shmsem: create: options.per is negative");
     return create(name, cfg, flags);
   }
-  [[nodiscard]] static semaphore create(const std::string &name, const options &opt,
-                                        int flags = 0) {
+  [[nodiscard]] static semaphore create(const std::string &name,
+                                        const options &opt, int flags = 0) {
     return create(name.c_str(), opt, flags);
   }
   // The same from the C configuration. A template only so that a braced
   // list, `create(name, {.permits = 8})`, means options and is not
   // ambiguous (it cannot deduce `Config`); any shmsem_config object binds.
   template <std::same_as<shmsem_config> Config>
-  [[nodiscard]] static semaphore create(const char *name, const Config &cfg, int flags = 0) {
+  [[nodiscard]] static semaphore create(const char *name, const Config &cfg,
+                                        int flags = 0) {
     shmsem_t *s = nullptr;
     if (int r = shmsem_create(name, &cfg, flags, &s))
       cxx_internal::throw_error(r, "shmsem: create");
     return semaphore(s);
   }
   template <std::same_as<shmsem_config> Config>
-  [[nodiscard]] static semaphore create(const std::string &name, const Config &cfg,
-                                        int flags = 0) {
+  [[nodiscard]] static semaphore create(const std::string &name,
+                                        const Config &cfg, int flags = 0) {
     return create(name.c_str(), cfg, flags);
   }
   // shmsem_open: flags 0 or SHMSEM_RDONLY. Throws std::system_error
   // (ENOENT, EACCES, EBADMSG, EPROTO, EXDEV, EINVAL).
   [[nodiscard]] static semaphore open(const char *name, int flags = 0) {
     shmsem_t *s = nullptr;
-    if (int r = shmsem_open(name, flags, &s)) cxx_internal::throw_error(r, "shmsem: open");
+    if (int r = shmsem_open(name, flags, &s))
+      cxx_internal::throw_error(r, "shmsem: open");
     return semaphore(s);
   }
   [[nodiscard]] static semaphore open(const std::string &name, int flags = 0) {
@@ -726,7 +781,8 @@ class semaphore {
   // shmsem_unlink: removes the name (open handles keep working). Throws
   // std::system_error (ENOENT, EACCES, EINVAL), or reports into `ec`.
   static void unlink(const char *name) {
-    if (int r = shmsem_unlink(name)) cxx_internal::throw_error(r, "shmsem: unlink");
+    if (int r = shmsem_unlink(name))
+      cxx_internal::throw_error(r, "shmsem: unlink");
   }
   static void unlink(const char *name, std::error_code &ec) noexcept {
     ec = to_error_code(shmsem_unlink(name));
@@ -780,17 +836,19 @@ class semaphore {
   // on timeout. A grant racing the deadline wins. shmsem_acquire_for
   // (shmsem_acquire_for_n): the C API reads the clock once, at the call.
   template <class Rep, class Period>
-  [[nodiscard]] std::optional<lease> acquire_for(const std::chrono::duration<Rep, Period> &rel) {
+  [[nodiscard]] std::optional<lease> acquire_for(
+      const std::chrono::duration<Rep, Period> &rel) {
     shmsem_lease_t t;
     const int r = shmsem_acquire_for(s_, cxx_internal::timeout_ns(rel), &t);
     return timed(r, t, 1, "shmsem: acquire_for");
   }
   template <cxx_internal::permit_count N, class Rep, class Period>
-  [[nodiscard]] std::optional<lease> acquire_for(N n,
-                                                 const std::chrono::duration<Rep, Period> &rel) {
+  [[nodiscard]] std::optional<lease> acquire_for(
+      N n, const std::chrono::duration<Rep, Period> &rel) {
     const std::uint32_t w = weight(n, "shmsem: acquire_for");
     shmsem_lease_t t;
-    const int r = shmsem_acquire_for_n(s_, w, cxx_internal::timeout_ns(rel), &t);
+    const int r =
+        shmsem_acquire_for_n(s_, w, cxx_internal::timeout_ns(rel), &t);
     return timed(r, t, w, "shmsem: acquire_for");
   }
 
@@ -800,27 +858,32 @@ class semaphore {
   template <class Duration>
   [[nodiscard]] std::optional<lease> acquire_until(
       const std::chrono::time_point<std::chrono::steady_clock, Duration> &abs) {
-    return acquire_ex(1, cxx_internal::at(abs), std::stop_token(), "shmsem: acquire_until");
+    return acquire_ex(1, cxx_internal::at(abs), std::stop_token(),
+                      "shmsem: acquire_until");
   }
   template <cxx_internal::permit_count N, class Duration>
   [[nodiscard]] std::optional<lease> acquire_until(
-      N n, const std::chrono::time_point<std::chrono::steady_clock, Duration> &abs) {
+      N n,
+      const std::chrono::time_point<std::chrono::steady_clock, Duration> &abs) {
     const std::uint32_t w = weight(n, "shmsem: acquire_until");
-    return acquire_ex(w, cxx_internal::at(abs), std::stop_token(), "shmsem: acquire_until");
+    return acquire_ex(w, cxx_internal::at(abs), std::stop_token(),
+                      "shmsem: acquire_until");
   }
   // Another clock (system_clock, ...): turned into a duration once, at the
   // call, as std::condition_variable does; a later jump of that clock does
   // not move the deadline.
   template <class Clock, class Duration>
-    requires(std::chrono::is_clock_v<Clock> && !std::is_same_v<Clock, std::chrono::steady_clock>)
-  [[nodiscard]] std::optional<lease> acquire_until(
-      const std::chrono::time_point<Clock, Duration> &abs) {
+  requires(std::chrono::is_clock_v<Clock> &&
+           !std::is_same_v<Clock, std::chrono::steady_clock>)
+      [[nodiscard]] std::optional<lease> acquire_until(
+          const std::chrono::time_point<Clock, Duration> &abs) {
     return acquire_for(abs - Clock::now());
   }
   template <cxx_internal::permit_count N, class Clock, class Duration>
-    requires(std::chrono::is_clock_v<Clock> && !std::is_same_v<Clock, std::chrono::steady_clock>)
-  [[nodiscard]] std::optional<lease> acquire_until(
-      N n, const std::chrono::time_point<Clock, Duration> &abs) {
+  requires(std::chrono::is_clock_v<Clock> &&
+           !std::is_same_v<Clock, std::chrono::steady_clock>)
+      [[nodiscard]] std::optional<lease> acquire_until(
+          N n, const std::chrono::time_point<Clock, Duration> &abs) {
     return acquire_for(n, abs - Clock::now());
   }
 
@@ -828,7 +891,8 @@ class semaphore {
   // (before the call, or during the wait): nullopt then. A grant that races
   // the stop wins.
   [[nodiscard]] std::optional<lease> acquire(const std::stop_token &stop) {
-    return acquire_ex(1, cxx_internal::deadline::never(), stop, "shmsem: acquire");
+    return acquire_ex(1, cxx_internal::deadline::never(), stop,
+                      "shmsem: acquire");
   }
   // The same for n permits. A stop requested before the call is nullopt
   // before the C API sees `n` (only 0 and values beyond std::uint32_t are
@@ -836,7 +900,8 @@ class semaphore {
   template <cxx_internal::permit_count N>
   [[nodiscard]] std::optional<lease> acquire(N n, const std::stop_token &stop) {
     const std::uint32_t w = weight(n, "shmsem: acquire");
-    return acquire_ex(w, cxx_internal::deadline::never(), stop, "shmsem: acquire");
+    return acquire_ex(w, cxx_internal::deadline::never(), stop,
+                      "shmsem: acquire");
   }
   // Both: nullopt on a stop request or on the deadline.
   template <class Duration>
@@ -846,21 +911,23 @@ class semaphore {
     return acquire_ex(1, cxx_internal::at(abs), stop, "shmsem: acquire_until");
   }
   template <class Rep, class Period>
-  [[nodiscard]] std::optional<lease> acquire_for(const std::chrono::duration<Rep, Period> &rel,
-                                                 const std::stop_token &stop) {
+  [[nodiscard]] std::optional<lease> acquire_for(
+      const std::chrono::duration<Rep, Period> &rel,
+      const std::stop_token &stop) {
     return acquire_ex(1, cxx_internal::after(rel), stop, "shmsem: acquire_for");
   }
   template <cxx_internal::permit_count N, class Duration>
   [[nodiscard]] std::optional<lease> acquire_until(
-      N n, const std::chrono::time_point<std::chrono::steady_clock, Duration> &abs,
+      N n,
+      const std::chrono::time_point<std::chrono::steady_clock, Duration> &abs,
       const std::stop_token &stop) {
     const std::uint32_t w = weight(n, "shmsem: acquire_until");
     return acquire_ex(w, cxx_internal::at(abs), stop, "shmsem: acquire_until");
   }
   template <cxx_internal::permit_count N, class Rep, class Period>
-  [[nodiscard]] std::optional<lease> acquire_for(N n,
-                                                 const std::chrono::duration<Rep, Period> &rel,
-                                                 const std::stop_token &stop) {
+  [[nodiscard]] std::optional<lease> acquire_for(
+      N n, const std::chrono::duration<Rep, Period> &rel,
+      const std::stop_token &stop) {
     const std::uint32_t w = weight(n, "shmsem: acquire_for");
     return acquire_ex(w, cxx_internal::after(rel), stop, "shmsem: acquire_for");
   }
@@ -883,9 +950,10 @@ class semaphore {
       const std::optional<std::uint32_t> p = cxx_internal::to_u32(permits);
       const std::optional<std::uint32_t> max = cxx_internal::max_permits_of(s_);
       if (!p || !max || *p > *max) {
-        throw std::system_error(ec, cxx_internal::outside_text("shmsem: set_permits", "capacity",
-                                                              cxx_internal::count_text(permits),
-                                                              "0", max));
+        throw std::system_error(
+            ec, cxx_internal::outside_text("shmsem: set_permits", "capacity",
+                                           cxx_internal::count_text(permits),
+                                           "0", max));
       }
     }
     fail(-ec.value(), "shmsem: set_permits");
@@ -918,7 +986,7 @@ class semaphore {
   // burst 1, one second), `rate_tokens` and `rate_next_ns` (CLOCK_MONOTONIC,
   // steady_clock's epoch) the bucket now.
   [[nodiscard]] struct shmsem_stat stat() const {
-    struct shmsem_stat st{};
+    struct shmsem_stat st {};
     if (int r = shmsem_stat(s_, &st)) fail(r, "shmsem: stat");
     return st;
   }
@@ -929,7 +997,9 @@ class semaphore {
   }
 
   [[nodiscard]] shmsem_t *native_handle() const noexcept { return s_; }
-  [[nodiscard]] explicit operator bool() const noexcept { return s_ != nullptr; }
+  [[nodiscard]] explicit operator bool() const noexcept {
+    return s_ != nullptr;
+  }
 
  private:
   // `n` as the C API's count, or EINVAL thrown: 0 here already (so that a
@@ -939,10 +1009,10 @@ class semaphore {
   std::uint32_t weight(N n, const char *what) const {
     const std::optional<std::uint32_t> w = cxx_internal::to_u32(n);
     if (!w || *w == 0) {
-      throw std::system_error(
-          to_error_code(-EINVAL),
-          cxx_internal::outside_text(what, "weight", cxx_internal::count_text(n), "1",
-                                     cxx_internal::max_permits_of(s_)));
+      throw std::system_error(to_error_code(-EINVAL),
+                              cxx_internal::outside_text(
+                                  what, "weight", cxx_internal::count_text(n),
+                                  "1", cxx_internal::max_permits_of(s_)));
     }
     return *w;
   }
@@ -953,12 +1023,14 @@ class semaphore {
   // and deadline; the bound is read with shmsem_stat, on this error path).
   [[noreturn]] void fail(int r, const char *what, std::uint32_t n = 1) const {
     if (r == -EINVAL && !s_)
-      throw std::system_error(to_error_code(r), cxx_internal::empty_semaphore_text(what));
+      throw std::system_error(to_error_code(r),
+                              cxx_internal::empty_semaphore_text(what));
     if (r == -EINVAL && n > 1) {
       const std::optional<std::uint32_t> max = cxx_internal::max_permits_of(s_);
       if (max && n > *max) {
-        throw std::system_error(to_error_code(r), cxx_internal::outside_text(
-                                                      what, "weight", std::to_string(n), "1", max));
+        throw std::system_error(
+            to_error_code(r), cxx_internal::outside_text(
+                                  what, "weight", std::to_string(n), "1", max));
       }
     }
     cxx_internal::throw_error(r, what);
@@ -966,7 +1038,8 @@ class semaphore {
 
   // The result `r` of shmsem_acquire_for(_n) into `t`: nullopt on a
   // timeout, else the lease of weight `n` or the error thrown.
-  std::optional<lease> timed(int r, const shmsem_lease_t &t, std::uint32_t n, const char *what) {
+  std::optional<lease> timed(int r, const shmsem_lease_t &t, std::uint32_t n,
+                             const char *what) {
     if (r == -ETIMEDOUT) return std::nullopt;
     if (r) fail(r, what, n);
     return lease(s_, t, n);
@@ -978,8 +1051,10 @@ class semaphore {
   // destructor waits for a shmsem_cancel running on another thread, as
   // shmsem.h requires ("valid until ... any concurrent shmsem_cancel on it
   // [has] returned").
-  std::optional<lease> acquire_ex(std::uint32_t n, const cxx_internal::deadline &d,
-                                  const std::stop_token &stop, const char *what) {
+  std::optional<lease> acquire_ex(std::uint32_t n,
+                                  const cxx_internal::deadline &d,
+                                  const std::stop_token &stop,
+                                  const char *what) {
     shmsem_lease_t t;
     int r;
     if (!stop.stop_possible()) {
@@ -988,7 +1063,8 @@ class semaphore {
       if (stop.stop_requested()) return std::nullopt;
       shmsem_cancel_t cancel;
       shmsem_cancel_init(&cancel);
-      const std::stop_callback on_stop(stop, [&cancel]() noexcept { shmsem_cancel(&cancel); });
+      const std::stop_callback on_stop(
+          stop, [&cancel]() noexcept { shmsem_cancel(&cancel); });
       r = shmsem_acquire_ex_n(s_, n, d.get(), &cancel, 0, &t);
     }
     if (r == -ETIMEDOUT || r == -ECANCELED) return std::nullopt;

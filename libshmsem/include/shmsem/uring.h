@@ -81,41 +81,38 @@ extern "C" {
  * free SQEs (submit, then prepare again); -EINVAL `w` is not queued.
  */
 static inline int shmsem_uring_prep_wait(struct io_uring *ring,
-					 shmsem_waiter_t *w, uint64_t user_data)
-{
-	uint32_t *word, value;
-	struct timespec at;
-	struct io_uring_sqe *sqe;
-	struct __kernel_timespec *kts;
-	int r;
+                                         shmsem_waiter_t *w,
+                                         uint64_t user_data) {
+  uint32_t *word, value;
+  struct timespec at;
+  struct io_uring_sqe *sqe;
+  struct __kernel_timespec *kts;
+  int r;
 
-	r = shmsem_waiter_futex(w, &word, &value);
-	if (r < 0)
-		return r;
-	r = shmsem_waiter_wake_by(w, &at);
-	if (r < 0)
-		return r;
-	if (io_uring_sq_space_left(ring) < 2)
-		return -EBUSY;
+  r = shmsem_waiter_futex(w, &word, &value);
+  if (r < 0) return r;
+  r = shmsem_waiter_wake_by(w, &at);
+  if (r < 0) return r;
+  if (io_uring_sq_space_left(ring) < 2) return -EBUSY;
 
-	/* The kernel reads: fd = FUTEX2_* flags, addr = the word, addr2 (off)
-	 * = the expected value, addr3 = the bitset; len and the futex flags
-	 * (rw_flags) 0, which io_uring_prep_rw leaves them. */
-	sqe = io_uring_get_sqe(ring);
-	io_uring_prep_rw(SHMSEM_IORING_OP_FUTEX_WAIT, sqe,
-			 (int)SHMSEM_FUTEX2_SIZE_U32, word, 0, value);
-	sqe->addr3 = SHMSEM_FUTEX_BITSET_MATCH_ANY;
-	sqe->flags |= IOSQE_IO_LINK;
-	io_uring_sqe_set_data64(sqe, user_data);
+  /* The kernel reads: fd = FUTEX2_* flags, addr = the word, addr2 (off)
+   * = the expected value, addr3 = the bitset; len and the futex flags
+   * (rw_flags) 0, which io_uring_prep_rw leaves them. */
+  sqe = io_uring_get_sqe(ring);
+  io_uring_prep_rw(SHMSEM_IORING_OP_FUTEX_WAIT, sqe,
+                   (int)SHMSEM_FUTEX2_SIZE_U32, word, 0, value);
+  sqe->addr3 = SHMSEM_FUTEX_BITSET_MATCH_ANY;
+  sqe->flags |= IOSQE_IO_LINK;
+  io_uring_sqe_set_data64(sqe, user_data);
 
-	/* cppcheck-suppress cstyleCast ; a C header: no C++ casts */
-	kts = (struct __kernel_timespec *)(void *)w->__ring_ts;
-	kts->tv_sec = at.tv_sec;
-	kts->tv_nsec = at.tv_nsec;
-	sqe = io_uring_get_sqe(ring);
-	io_uring_prep_link_timeout(sqe, kts, IORING_TIMEOUT_ABS);
-	io_uring_sqe_set_data64(sqe, SHMSEM_URING_IGNORE);
-	return 0;
+  /* cppcheck-suppress cstyleCast ; a C header: no C++ casts */
+  kts = (struct __kernel_timespec *)(void *)w->__ring_ts;
+  kts->tv_sec = at.tv_sec;
+  kts->tv_nsec = at.tv_nsec;
+  sqe = io_uring_get_sqe(ring);
+  io_uring_prep_link_timeout(sqe, kts, IORING_TIMEOUT_ABS);
+  io_uring_sqe_set_data64(sqe, SHMSEM_URING_IGNORE);
+  return 0;
 }
 
 /*
@@ -125,15 +122,13 @@ static inline int shmsem_uring_prep_wait(struct io_uring *ring,
  * Returns 0 or -EBUSY (no free SQE).
  */
 static inline int shmsem_uring_prep_cancel(struct io_uring *ring,
-					   uint64_t user_data)
-{
-	struct io_uring_sqe *sqe = io_uring_get_sqe(ring);
+                                           uint64_t user_data) {
+  struct io_uring_sqe *sqe = io_uring_get_sqe(ring);
 
-	if (!sqe)
-		return -EBUSY;
-	io_uring_prep_cancel64(sqe, user_data, 0);
-	io_uring_sqe_set_data64(sqe, SHMSEM_URING_IGNORE);
-	return 0;
+  if (!sqe) return -EBUSY;
+  io_uring_prep_cancel64(sqe, user_data, 0);
+  io_uring_sqe_set_data64(sqe, SHMSEM_URING_IGNORE);
+  return 0;
 }
 
 #ifdef __cplusplus

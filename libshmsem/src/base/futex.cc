@@ -18,10 +18,14 @@ long sys_futex(void *addr, int op, uint32_t val, const timespec *ts,
 int wait_result(long r) {
   if (r == 0) return 0;
   switch (errno) {
-    case EAGAIN: return -EAGAIN;
-    case ETIMEDOUT: return -ETIMEDOUT;
-    case EINTR: return -EINTR;
-    default: return 0;  // treat anything else as spurious: callers recheck
+    case EAGAIN:
+      return -EAGAIN;
+    case ETIMEDOUT:
+      return -ETIMEDOUT;
+    case EINTR:
+      return -EINTR;
+    default:
+      return 0;  // treat anything else as spurious: callers recheck
   }
 }
 
@@ -50,12 +54,13 @@ int futex_wait_private(std::atomic<uint32_t> *word, uint32_t expected) {
 }
 
 int futex_wake_private(std::atomic<uint32_t> *word, int n) {
-  long r = sys_futex(word, FUTEX_WAKE | FUTEX_PRIVATE_FLAG, uint32_t(n),
-                     nullptr, 0);
+  long r =
+      sys_futex(word, FUTEX_WAKE | FUTEX_PRIVATE_FLAG, uint32_t(n), nullptr, 0);
   return r < 0 ? 0 : int(r);
 }
 
-int futex_waitv(struct futex_waitv *v, uint32_t count, const timespec *timeout) {
+int futex_waitv(struct futex_waitv *v, uint32_t count,
+                const timespec *timeout) {
 #ifdef SYS_futex_waitv
   long r = syscall(SYS_futex_waitv, v, count, 0u, timeout, CLOCK_MONOTONIC);
   return r < 0 ? -errno : int(r);

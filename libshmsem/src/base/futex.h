@@ -1,4 +1,5 @@
-// The one place that calls futex(2) and futex_waitv(2). Results callers ever see:
+// The one place that calls futex(2) and futex_waitv(2). Results callers ever
+// see:
 //   0           woken, or a spurious wake-up: recheck the word
 //   -EAGAIN     the word no longer held `expected` when the kernel looked
 //   -ETIMEDOUT  the absolute CLOCK_MONOTONIC deadline passed

@@ -13,7 +13,7 @@
 
 namespace shmsem::detail {
 
-inline constexpr unsigned kHistSub = 8;  // buckets per power of two
+inline constexpr unsigned kHistSub = 8;      // buckets per power of two
 inline constexpr unsigned kHistTopBit = 43;  // the last octave is [2^43, 2^44)
 static_assert(kHistSub + kHistSub * (kHistTopBit - 2) == SHMSEM_HIST_BUCKETS);
 
@@ -38,9 +38,9 @@ inline uint64_t hist_upper(unsigned b) {
 
 // Hold times: fixed buckets, each counting (previous bound, bound] ns.
 inline constexpr uint64_t kHoldBoundNs[SHMSEM_HOLD_BUCKETS] = {
-    1'000'000,      5'000'000,      10'000'000,      25'000'000,
-    50'000'000,     100'000'000,    250'000'000,     500'000'000,
-    1'000'000'000,  2'500'000'000,  10'000'000'000,  60'000'000'000,
+    1'000'000,       5'000'000,         10'000'000,     25'000'000,
+    50'000'000,      100'000'000,       250'000'000,    500'000'000,
+    1'000'000'000,   2'500'000'000,     10'000'000'000, 60'000'000'000,
     300'000'000'000, 3'600'000'000'000, ~uint64_t{0}};
 
 inline unsigned hold_bucket(uint64_t ns) {

@@ -15,8 +15,7 @@ namespace shmsem::detail {
 void settle_capacity(Locked s, Wakes *wk) {
   Core *c = s->core;
   const uint32_t n = s->permits;
-  const uint32_t cap =
-      std::min(c->capacity.load(std::memory_order_relaxed), n);
+  const uint32_t cap = std::min(c->capacity.load(std::memory_order_relaxed), n);
   // `retired` from the records (census.h: a count a writer left is never
   // trusted); `retiring`, a cache, within what is left.
   const uint32_t retired = census(s).retired;

@@ -192,8 +192,8 @@ void reserve_for_head(Locked s, uint32_t l, uint32_t w, Chain *todo,
 // records to pass (a left head's reservation) go into `todo` at `next`,
 // before the rest. *freed counts the left heads freed in the whole pass:
 // more than there are slots means a damaged queue, which stops the loop.
-void place(Locked s, uint32_t l, Chain *todo, uint32_t next,
-           uint32_t *freed, Wakes *wk) {
+void place(Locked s, uint32_t l, Chain *todo, uint32_t next, uint32_t *freed,
+           Wakes *wk) {
   Core *c = s->core;
   // A shrink takes released permits before anyone else.
   if (shrink_waits(s)) return retire(s, l);
@@ -308,8 +308,7 @@ namespace {
 // (the commit): a thread that dies in between leaves its process holding
 // them, which reclamation passes on once the process is gone. Returns the
 // token's generation.
-uint64_t consume_grant(Locked s, uint32_t w, uint32_t proc,
-                       const Chain &ch) {
+uint64_t consume_grant(Locked s, uint32_t w, uint32_t proc, const Chain &ch) {
   Core *c = s->core;
   WaiterSlot &ws = s->slots[w];
   const uint32_t k = ch.size();
@@ -323,7 +322,7 @@ uint64_t consume_grant(Locked s, uint32_t w, uint32_t proc,
     const Owner o = process_of(ws.owner);
     for (uint32_t i = 1; i < k; i++) {
       LeaseRecord &x = s->leases[ch[i]];
-      x.owner = o;  // named before HELD (pass_permit)
+      x.owner = o;       // named before HELD (pass_permit)
       x.slot = kMember;  // no token names it
       x.link = i + 1 < k ? ch[i + 1] : kNone;  // the copy, not the segment
       lease_hold(s, x, lease_gen(x));
@@ -342,8 +341,8 @@ uint64_t consume_grant(Locked s, uint32_t w, uint32_t proc,
 
 }  // namespace
 
-int finish_slot(Locked s, uint32_t w, uint32_t proc,
-                shmsem_lease_t *lease, Wakes *wk) {
+int finish_slot(Locked s, uint32_t w, uint32_t proc, shmsem_lease_t *lease,
+                Wakes *wk) {
   WaiterSlot &ws = s->slots[w];
   uint32_t word = ws.word.load(std::memory_order_acquire);
   int r;
@@ -376,8 +375,12 @@ int finish_slot(Locked s, uint32_t w, uint32_t proc,
       r = 0;
       break;
     }
-    case kSlotCancelled: r = -ECANCELED; break;
-    case kSlotClosed: r = -ESHUTDOWN; break;
+    case kSlotCancelled:
+      r = -ECANCELED;
+      break;
+    case kSlotClosed:
+      r = -ESHUTDOWN;
+      break;
     default:
       // FREE or WAITING here would mean a reclamation pass judged this live
       // process dead (e.g. a PID namespace mix-up); the slot is not ours.

@@ -86,8 +86,7 @@ bool pass_loose(Locked s, uint32_t l, uint64_t w, Wakes *wk) {
   // match that HELD lease again, and a second release of it after such a
   // crash returned 0 (the SPIN model's F1, verify/MODEL.md).
   rec.owner = self_owner();
-  if (!lease_take_loose(s, rec, &w, kLeaseHeld, kNoProc,
-                        next_gen(word_gen(w))))
+  if (!lease_take_loose(s, rec, &w, kLeaseHeld, kNoProc, next_gen(word_gen(w))))
     return false;
   used_add_lease(s, l);
   pass_permit(s, l, wk);
@@ -110,8 +109,8 @@ uint32_t take_any_loose(Locked s, uint32_t proc, const Owner &me,
       uint64_t g = next_gen(word_gen(w));
       if (proc == kNoProc) rec.owner = process_of(me);
       if (!lease_take_loose(s, rec, &w,
-                            proc == kNoProc ? kLeaseHeld : kLeaseHeldFast,
-                            proc, g))
+                            proc == kNoProc ? kLeaseHeld : kLeaseHeldFast, proc,
+                            g))
         continue;
       if (proc == kNoProc) {
         used_add_lease(s, l);
@@ -151,8 +150,8 @@ int recover_unnamed_loose(shmsem_t *s) {
 int sweep_loose(Locked s) {
   Core *c = s->core;
   int n = 0;
-  uint32_t hwm = std::min(c->procs_hwm.load(std::memory_order_relaxed),
-                          s->max_procs);
+  uint32_t hwm =
+      std::min(c->procs_hwm.load(std::memory_order_relaxed), s->max_procs);
   Wakes wk;
   for (uint32_t p = 0; p < hwm && wants_permit(s); p++) {
     if (s->procs[p].state.load(std::memory_order_relaxed) != kProcUsed)

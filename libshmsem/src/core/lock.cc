@@ -14,9 +14,9 @@
 // (the holder names itself right after its CAS and clears the tid before
 // unlocking), or the bare tid when it died before naming itself.
 // Dead (owner.h's proof: its thread or its process provably exited) -> CAS
-// the word from that value to ourselves; the section (section.h) repairs. Anything else
-// (alive, stopped, unknown) -> keep waiting, checking less often, until the
-// caller's limit (limit.h), if any, ends the wait without the lock.
+// the word from that value to ourselves; the section (section.h) repairs.
+// Anything else (alive, stopped, unknown) -> keep waiting, checking less often,
+// until the caller's limit (limit.h), if any, ends the wait without the lock.
 #include "lock.h"
 
 #include <errno.h>
@@ -233,8 +233,7 @@ int lock_take(shmsem_t *s, const Limit *limit) {
   // Acquire: pairs with the release exchange in lock_release().
   int got = 0;
   if (!s->core->lock_word.compare_exchange_strong(
-          expected, tid, std::memory_order_acquire,
-          std::memory_order_relaxed))
+          expected, tid, std::memory_order_acquire, std::memory_order_relaxed))
     got = lock_slow(s, tid, limit);
   if (got < 0) return got;
   SHMSEM_HOOK(LOCK_TAKEN);

@@ -2,8 +2,9 @@
 // A waiter sleeps with a timeout, and when the holder has held the lock
 // suspiciously long it asks whether the holder is provably dead (owner.h);
 // if so it takes the lock over, and the section (section.h) runs repair()
-// before anyone else sees the state. A stopped or merely slow holder is waited for, up to
-// the caller's limit (limit.h) if it has one. docs/DESIGN.md section 2.
+// before anyone else sees the state. A stopped or merely slow holder is waited
+// for, up to the caller's limit (limit.h) if it has one. docs/DESIGN.md
+// section 2.
 #ifndef SHMSEM_SRC_LOCK_H
 #define SHMSEM_SRC_LOCK_H
 

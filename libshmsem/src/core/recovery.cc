@@ -101,8 +101,7 @@ uint64_t head_ticket(const shmsem_t *s) {
   for (uint32_t w = 0; w < s->max_waiters; w++) {
     uint32_t word = s->slots[w].word.load(std::memory_order_relaxed);
     uint64_t t = __atomic_load_n(&s->slots[w].ticket, __ATOMIC_RELAXED);
-    if ((word == kSlotWaiting || word == kSlotLeftQueued) && t < head)
-      head = t;
+    if ((word == kSlotWaiting || word == kSlotLeftQueued) && t < head) head = t;
   }
   return head;
 }
@@ -167,7 +166,7 @@ bool adopt_fast(Locked s, uint32_t l, uint64_t *w) {
   const uint32_t p = word_proc(*w);
   if (p < s->max_procs &&
       s->procs[p].state.load(std::memory_order_relaxed) == kProcUsed)
-    return true;  // its process's, as it should be
+    return true;     // its process's, as it should be
   rec.slot = kNone;  // a token names it
   rec.link = kNone;
   return lease_lock_in(s, l, w, self_owner());
@@ -188,7 +187,8 @@ void rebuild_leases(Locked s) {
       case kLeaseReserved:
         used_add(s, c->n_used_leases, s->used_leases, n, l, &rec.used_pos);
         break;
-      case kLeaseRetired: break;
+      case kLeaseRetired:
+        break;
       case kLeaseHeldFast:
         if (adopt_fast(s, l, &w) || word_state(w) != kLeaseLoose) break;
         [[fallthrough]];  // released meanwhile
@@ -314,8 +314,7 @@ void rebuild_weighted(Locked s) {
 // 2. Every slot against its reservation.
 void finish_slots(Locked s, Reservations *rv, Wakes *wk) {
   const uint64_t head = head_ticket(s);
-  for (uint32_t w = 0; w < s->max_waiters; w++)
-    settle_slot(s, rv, w, head, wk);
+  for (uint32_t w = 0; w < s->max_waiters; w++) settle_slot(s, rv, w, head, wk);
 }
 
 }  // namespace

@@ -26,7 +26,9 @@ namespace shmsem::detail {
 class Locked {
  public:
   shmsem_t *operator->() const { return s_; }
-  operator shmsem_t *() const { return s_; }  // NOLINT(google-explicit-constructor)
+  operator shmsem_t *() const {
+    return s_;
+  }  // NOLINT(google-explicit-constructor)
 
  private:
   explicit Locked(shmsem_t *s) : s_(s) {}

@@ -21,7 +21,7 @@ int fail_queued(Locked s) {
     uint32_t word =
         slot_ok(s, w) ? s->slots[w].word.load(std::memory_order_relaxed) : 0;
     if (word == kSlotLeftQueued) {
-      Wakes none;  // closed: nobody is granted
+      Wakes none;               // closed: nobody is granted
       sweep_left(s, w, &none);  // its owner left without the lock: free it
       continue;
     }

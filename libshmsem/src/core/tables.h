@@ -28,27 +28,26 @@ inline uint64_t next_gen(uint64_t g) {
   return g ? g : 1;
 }
 
-// --- lease words (layout.h) ---------------------------------------------------
+// --- lease words (layout.h)
+// ---------------------------------------------------
 inline uint32_t lease_state(const LeaseRecord &r) {
   return word_state(r.word.load(std::memory_order_relaxed));
 }
 inline uint64_t lease_gen(const LeaseRecord &r) {
   return word_gen(r.word.load(std::memory_order_relaxed));
 }
-// --- the gate of the lock-free path --------------------------------------------
-// The one formula: what the gate must say given the core's state (check
-// compares with it).
-// After `waiting`, `closed`, `retiring` or the rate changed: the gate
-// follows them. Returns true when it has just opened to a hand-on (nobody
-// was queued and no shrink waited): the caller then sweeps the lanes
-// (fastpath.h), after a fence, for leases freed by releasers that read the
-// gate before this store.
+// --- the gate of the lock-free path
+// -------------------------------------------- The one formula: what the gate
+// must say given the core's state (check compares with it). After `waiting`,
+// `closed`, `retiring` or the rate changed: the gate follows them. Returns true
+// when it has just opened to a hand-on (nobody was queued and no shrink
+// waited): the caller then sweeps the lanes (fastpath.h), after a fence, for
+// leases freed by releasers that read the gate before this store.
 inline uint32_t gate_of(const Core *c) {
   return (c->waiting.load(std::memory_order_relaxed) ? kGateQueued : 0) |
          (c->closed.load(std::memory_order_relaxed) ? kGateClosed : 0) |
          (c->retiring.load(std::memory_order_relaxed) ? kGateRetiring : 0) |
-         (c->rate_interval_ns.load(std::memory_order_relaxed) ? kGateRate
-                                                                : 0);
+         (c->rate_interval_ns.load(std::memory_order_relaxed) ? kGateRate : 0);
 }
 inline bool gate_sync(Locked s) {
   Core *c = s->core;
@@ -69,7 +68,9 @@ inline bool gate_sync(Locked s) {
 // itself goes on degraded (e.g. "no free lease"), and its committed state
 // words are what repair then builds on.
 inline bool lease_ok(const shmsem_t *s, uint32_t l) { return l < s->permits; }
-inline bool slot_ok(const shmsem_t *s, uint32_t w) { return w < s->max_waiters; }
+inline bool slot_ok(const shmsem_t *s, uint32_t w) {
+  return w < s->max_waiters;
+}
 inline bool link_ok(const shmsem_t *s, uint32_t w) {
   return w == kNone || slot_ok(s, w);
 }
@@ -126,8 +127,8 @@ inline uint32_t lease_pop(shmsem_t *s) {
 // A lease leaves the records in use without going back to the pool: it
 // becomes HELD_FAST, which only its process record names.
 inline void lease_unlist(shmsem_t *s, uint32_t l) {
-  used_remove(s, s->core->n_used_leases, s->used_leases, s->leases,
-              s->permits, s->leases[l].used_pos);
+  used_remove(s, s->core->n_used_leases, s->used_leases, s->leases, s->permits,
+              s->leases[l].used_pos);
 }
 // Put a FREE lease on the free list (repair's rebuild; not in use).
 inline void lease_push(shmsem_t *s, uint32_t l) {
@@ -141,8 +142,8 @@ inline void used_add_lease(shmsem_t *s, uint32_t l) {
 }
 // A lease in use (l checked by the caller) goes back to the pool.
 inline void lease_free(shmsem_t *s, uint32_t l) {
-  used_remove(s, s->core->n_used_leases, s->used_leases, s->leases,
-              s->permits, s->leases[l].used_pos);
+  used_remove(s, s->core->n_used_leases, s->used_leases, s->leases, s->permits,
+              s->leases[l].used_pos);
   lease_push(s, l);
 }
 
@@ -197,8 +198,9 @@ inline void queue_unlink(shmsem_t *s, uint32_t w) {
 }
 
 // Slot `w` is being freed or is leaving for good: if it was the watcher,
-// the role passes to the newest waiter (the tail), which the caller wakes, if it sleeps, after
-// unlocking (returned; kNone if none or `w` was not the watcher).
+// the role passes to the newest waiter (the tail), which the caller wakes, if
+// it sleeps, after unlocking (returned; kNone if none or `w` was not the
+// watcher).
 inline uint32_t watcher_leave(shmsem_t *s, uint32_t w) {
   if (s->core->watcher != w) return kNone;
   uint32_t tail = s->core->tail;

@@ -90,16 +90,16 @@ inline bool lease_unloose(Locked, LeaseRecord &r, uint64_t *w) {
       std::memory_order_relaxed, std::memory_order_relaxed);
 }
 
-// --- waiter slots (layout.h: SlotState) ----------------------------------------
-// FREE -> WAITING: the waiter's enqueue commits.
+// --- waiter slots (layout.h: SlotState)
+// ---------------------------------------- FREE -> WAITING: the waiter's
+// enqueue commits.
 inline void slot_enqueue(Locked, WaiterSlot &ws) {
   ws.word.store(kSlotWaiting, std::memory_order_release);
 }
 // `from` (WAITING) -> GRANTED, CLOSED or CANCELLED: a grant, a shutdown, a
 // cancel. A CAS: the owner may leave without the lock at any moment. False
 // if it did (or the word was not `from`).
-inline bool slot_end_wait(Locked, WaiterSlot &ws, uint32_t from,
-                          uint32_t to) {
+inline bool slot_end_wait(Locked, WaiterSlot &ws, uint32_t from, uint32_t to) {
   return ws.word.compare_exchange_strong(from, to, std::memory_order_release,
                                          std::memory_order_relaxed);
 }
@@ -115,9 +115,8 @@ inline bool slot_cancel(Locked k, WaiterSlot &ws) {
 // GRANTED with nothing consumed -> FREE (repair: its owner is gone). A CAS.
 inline bool slot_drop_grant(Locked, WaiterSlot &ws) {
   uint32_t from = kSlotGranted;
-  return ws.word.compare_exchange_strong(from, kSlotFree,
-                                         std::memory_order_release,
-                                         std::memory_order_relaxed);
+  return ws.word.compare_exchange_strong(
+      from, kSlotFree, std::memory_order_release, std::memory_order_relaxed);
 }
 // Any -> FREE: the slot goes back to the free list (tables.h slot_free)
 // or repair found a word no state has.
@@ -128,8 +127,8 @@ inline void slot_to_free(Locked, WaiterSlot &ws) {
 // Slot `w` in use (checked by the caller) -> FREE, back on the free list.
 inline void slot_free(Locked s, uint32_t w) {
   slot_to_free(s, s->slots[w]);
-  used_remove(s, s->core->n_used_slots, s->used_slots, s->slots,
-              s->max_waiters, s->slots[w].used_pos);
+  used_remove(s, s->core->n_used_slots, s->used_slots, s->slots, s->max_waiters,
+              s->slots[w].used_pos);
   s->slots[w].next_free = s->core->free_slot;
   s->core->free_slot = w;
 }
@@ -148,9 +147,9 @@ inline bool slot_leave_unlocked(std::atomic<uint32_t> &word, uint32_t *v,
                                       std::memory_order_acquire);
 }
 
-// --- process records (layout.h: ProcState) -------------------------------------
-// FREE -> USED: the record is this process's (its owner and lanes written
-// before).
+// --- process records (layout.h: ProcState)
+// ------------------------------------- FREE -> USED: the record is this
+// process's (its owner and lanes written before).
 inline void proc_claim(Locked, ProcRecord &pr) {
   pr.state.store(kProcUsed, std::memory_order_release);
 }
@@ -159,7 +158,8 @@ inline void proc_free(Locked, ProcRecord &pr) {
   pr.state.store(kProcFree, std::memory_order_release);
 }
 
-// --- a fresh segment (creation: nobody can name the file yet) -----------------
+// --- a fresh segment (creation: nobody can name the file yet)
+// -----------------
 inline void lease_init(LeaseRecord &r, bool retired) {
   r.word.store(lease_word(retired ? kLeaseRetired : kLeaseFree, kNoProc, 0),
                std::memory_order_relaxed);

@@ -15,10 +15,11 @@
 namespace shmsem::detail {
 namespace {
 
-// --- lanes: a small index per thread, process-local ----------------------------
-// Bits 0..kLanes-1: lanes taken by live threads of the process whose pid is
-// in the upper half. A child of fork() finds another pid there and starts
-// afresh (its threads other than the forking one do not exist).
+// --- lanes: a small index per thread, process-local
+// ---------------------------- Bits 0..kLanes-1: lanes taken by live threads of
+// the process whose pid is in the upper half. A child of fork() finds another
+// pid there and starts afresh (its threads other than the forking one do not
+// exist).
 std::atomic<uint64_t> g_lanes{0};
 
 // Gives the lane back when its thread exits (a thread_local destructor
@@ -122,12 +123,11 @@ int release_lockfree(shmsem_t *s, const shmsem_lease_t *lease) {
   if (s->rdonly) return -EBADF;
   // A token names its semaphore (a nonce drawn at creation): one of another
   // semaphore, or of an earlier one under the same name, is not ours.
-  if (lease->sem != s->nonce || lease->index >= s->permits ||
-      lease->gen == 0 || lease->gen > kGenMask || lease->__reserved)
+  if (lease->sem != s->nonce || lease->index >= s->permits || lease->gen == 0 ||
+      lease->gen > kGenMask || lease->__reserved)
     return -EINVAL;
   // A HELD_FAST lease, nobody queued (fastpath.h); else 1.
   return fast_release(s, lease) == 0 ? 0 : 1;
 }
-
 
 }  // namespace shmsem::detail

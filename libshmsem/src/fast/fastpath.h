@@ -67,8 +67,7 @@ inline bool fast_ctx(shmsem_t *s, Fast *f) {
 
 // A LOOSE lease named by a lane of one of the first few process records,
 // taken as fast_acquire() takes its own (fastpath.cc). 0 or 1.
-__attribute__((cold, noinline)) int fast_take_other(shmsem_t *s,
-                                                    const Fast &f,
+__attribute__((cold, noinline)) int fast_take_other(shmsem_t *s, const Fast &f,
                                                     shmsem_lease_t *lease);
 
 // 0 and *lease filled, or 1: take the locked path.
@@ -97,8 +96,7 @@ inline int fast_acquire(shmsem_t *s, shmsem_lease_t *lease) {
                        0))
     return 1;  // not our record any more (proc_still_ours)
   const uint32_t l = f.lane->loose.load(std::memory_order_relaxed);
-  if (__builtin_expect(l >= s->permits, 0))
-    return fast_take_other(s, f, lease);
+  if (__builtin_expect(l >= s->permits, 0)) return fast_take_other(s, f, lease);
   LeaseRecord &rec = s->leases[l];
   uint64_t w = rec.word.load(std::memory_order_acquire);
   if (__builtin_expect(word_state(w) != kLeaseLoose, 0))
@@ -113,8 +111,8 @@ inline int fast_acquire(shmsem_t *s, shmsem_lease_t *lease) {
   // Commit. Acquire: pairs with the release CAS that freed it, so the
   // previous holder's critical section happens-before ours.
   if (!rec.word.compare_exchange_strong(
-          w, lease_word(kLeaseHeldFast, f.proc, gen),
-          std::memory_order_acquire, std::memory_order_relaxed))
+          w, lease_word(kLeaseHeldFast, f.proc, gen), std::memory_order_acquire,
+          std::memory_order_relaxed))
     return 1;
   SHMSEM_HOOK(FAST_ACQUIRE_TAKEN);
   rec.since_ns.store(coarse_ns(), std::memory_order_relaxed);

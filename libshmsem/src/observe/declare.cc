@@ -15,9 +15,8 @@ namespace shmsem::detail {
 int declare_hold(shmsem_t *s, const shmsem_lease_t *lease, uint64_t hold_ns) {
   if (!s || !lease) return -EINVAL;
   if (s->rdonly) return -EBADF;
-  if (lease->sem != s->nonce || lease->index >= s->permits ||
-      lease->gen == 0 || lease->gen > kGenMask || lease->__reserved ||
-      hold_ns > kMaxDeclaredNs)
+  if (lease->sem != s->nonce || lease->index >= s->permits || lease->gen == 0 ||
+      lease->gen > kGenMask || lease->__reserved || hold_ns > kMaxDeclaredNs)
     return -EINVAL;
   const LeaseRecord &rec = s->leases[lease->index];
   const uint64_t w = rec.word.load(std::memory_order_acquire);

@@ -61,7 +61,8 @@ void stat_fill(shmsem_t *s, struct shmsem_stat *st) {
   // LOOSE leases are available and its HELD_FAST ones held (one scan), and
   // its acquisitions (waits of zero) are counted in the lanes.
   for (uint32_t l = 0; l < s->permits; l++) {
-    uint32_t state = word_state(s->leases[l].word.load(std::memory_order_relaxed));
+    uint32_t state =
+        word_state(s->leases[l].word.load(std::memory_order_relaxed));
     st->available += state == kLeaseLoose;
     st->held += state == kLeaseHeldFast;
   }

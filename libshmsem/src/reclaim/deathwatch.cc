@@ -191,8 +191,7 @@ EventWatch::Arm EventWatch::arm(shmsem_t *s, bool *dead) {
   // Processes that may hold leases taken without the lock.
   for_each_proc(s, [&](uint32_t, const Owner &o) { watch(o); });
   bool ok = true;
-  if (!opened.empty())
-    ok = io_uring_submit(ring_) == int(opened.size());
+  if (!opened.empty()) ok = io_uring_submit(ring_) == int(opened.size());
   // A submitted poll holds its own reference to the pidfd's file: the
   // descriptors are closed at once, so between two arms this call keeps
   // no pidfd in the caller's descriptor table.
@@ -211,8 +210,7 @@ EventWatch::Arm EventWatch::arm(shmsem_t *s, bool *dead) {
 // proof), or the poll failed (then the pass that follows judges everyone).
 void EventWatch::exited(uint64_t tag, int res) {
   if (pending_polls_) pending_polls_--;
-  if (res <= 0 || !(res & POLLIN) || tag == 0 || tag > watched_.size())
-    return;
+  if (res <= 0 || !(res & POLLIN) || tag == 0 || tag > watched_.size()) return;
   const Watched &w = watched_[tag - 1];
   Owner g{};
   g.pid = w.pid, g.start = w.start, g.ino = w.ino;

@@ -127,8 +127,7 @@ class Verdicts {
     return any;
   }
   template <typename K>
-  static Verdict find(const std::vector<std::pair<K, Verdict>> &v,
-                      const K &k) {
+  static Verdict find(const std::vector<std::pair<K, Verdict>> &v, const K &k) {
     auto it = std::lower_bound(
         v.begin(), v.end(), k,
         [](const auto &e, const K &key) { return e.first < key; });
@@ -201,9 +200,8 @@ int reclaim_proc(Locked s, const Candidate &cand, Wakes *wake) {
   uint64_t acquired = 0;
   for (Lane &ln : pr.lanes) {
     uint32_t l = ln.loose.load(std::memory_order_relaxed);
-    uint64_t w = l < s->permits
-                     ? s->leases[l].word.load(std::memory_order_relaxed)
-                     : 0;
+    uint64_t w =
+        l < s->permits ? s->leases[l].word.load(std::memory_order_relaxed) : 0;
     if (word_state(w) == kLeaseLoose && word_proc(w) == cand.idx)
       (void)pass_loose(s, l, w, wake);
     acquired += ln.acquisitions.load(std::memory_order_relaxed);
@@ -233,10 +231,11 @@ int reclaim_lease(Locked s, const Candidate &cand, Wakes *wake) {
 // Under the lock: reclaim one record if it still belongs to `c.owner`.
 // Appends slots to wake; returns the records reclaimed.
 int reclaim_one(Locked s, const Candidate &cand, Wakes *wake) {
-  const int n = cand.slot                       ? reclaim_slot(s, cand, wake)
-                : cand.kind == Kind::kFastLease ? reclaim_fast_lease(s, cand, wake)
-                : cand.kind == Kind::kProc      ? reclaim_proc(s, cand, wake)
-                                                : reclaim_lease(s, cand, wake);
+  const int n = cand.slot ? reclaim_slot(s, cand, wake)
+                : cand.kind == Kind::kFastLease
+                    ? reclaim_fast_lease(s, cand, wake)
+                : cand.kind == Kind::kProc ? reclaim_proc(s, cand, wake)
+                                           : reclaim_lease(s, cand, wake);
   if (n == kNotOurs) return 0;
   SHMSEM_HOOK(RECLAIM_ONE);
   return n;
@@ -358,8 +357,9 @@ int reclaim(shmsem_t *s, const Limit *limit) {
   Verdicts v;
   for_each_in_use(s, [&](uint32_t idx, bool slot, const Owner &o) {
     if (slot && slot_left(s->slots[idx].word.load(std::memory_order_acquire)))
-      dead.push_back({idx, true, o, true,
-                      __atomic_load_n(&s->slots[idx].ticket, __ATOMIC_RELAXED)});
+      dead.push_back(
+          {idx, true, o, true,
+           __atomic_load_n(&s->slots[idx].ticket, __ATOMIC_RELAXED)});
     else if (judge)
       v.add(slot, o);
   });
@@ -367,13 +367,14 @@ int reclaim(shmsem_t *s, const Limit *limit) {
   // record that changed meanwhile is simply judged on its new bytes).
   bool mark_low = false;
   if (judge)
-    mark_low = for_each_proc(s, [&](uint32_t, const Owner &o) { v.add(false, o); });
+    mark_low =
+        for_each_proc(s, [&](uint32_t, const Owner &o) { v.add(false, o); });
   if (judge && v.settle(step)) {
     for_each_in_use(s, [&](uint32_t idx, bool slot, const Owner &o) {
       if (v.dead(slot, o)) dead.push_back({idx, slot, o});
     });
-    add_dead_procs(s, [&](const Owner &o) { return v.dead(false, o); },
-                   &dead);
+    add_dead_procs(
+        s, [&](const Owner &o) { return v.dead(false, o); }, &dead);
   }
   return reclaim_candidates(s, limit, dead, mark_low);
 }
@@ -485,7 +486,8 @@ WatchPlan watch_step(shmsem_t *s, uint32_t slot, const Limit *limit,
     // passes the role on), and take the role if it is still orphaned.
     maybe_reclaim(s, limit);
     adopt_if_orphaned(s, slot, limit);
-    if (!is_watcher(s, slot)) return {now + std::max(period, kBackupPeriodNs), false};
+    if (!is_watcher(s, slot))
+      return {now + std::max(period, kBackupPeriodNs), false};
   }
   if (!st->watching) {
     // New in the role: no pass before the first sleep.

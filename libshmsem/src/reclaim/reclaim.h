@@ -45,10 +45,10 @@ uint64_t watch_period(shmsem_t *s);
 // however long it is; no backup sleeps longer than kMaxBackupNapNs), and
 // takes over once the watcher is kStaleNs late (core.watch_due_ns): the
 // watcher itself died or lost its role.
-inline constexpr uint64_t kBackupPeriodNs = 4'000'000;    // 4 ms
-inline constexpr uint64_t kBackupEventNs = 200'000'000;   // 200 ms
+inline constexpr uint64_t kBackupPeriodNs = 4'000'000;        // 4 ms
+inline constexpr uint64_t kBackupEventNs = 200'000'000;       // 200 ms
 inline constexpr uint64_t kMaxBackupNapNs = 120'000'000'000;  // 2 min
-inline constexpr uint64_t kStaleNs = 20'000'000;          // 20 ms
+inline constexpr uint64_t kStaleNs = 20'000'000;              // 20 ms
 // A watcher on events still passes this often: it covers what no pidfd
 // reports (a waiting thread gone while its process lives on, e.g. exec; an
 // owner queued after the watch was armed; a process whose identity could

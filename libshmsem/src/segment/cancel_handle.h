@@ -13,7 +13,11 @@
 
 namespace shmsem::detail {
 
-enum CancelState : uint32_t { kCancelIdle = 0, kCancelArmed = 1, kCancelFired = 2 };
+enum CancelState : uint32_t {
+  kCancelIdle = 0,
+  kCancelArmed = 1,
+  kCancelFired = 2
+};
 
 struct CancelImpl {
   std::atomic<uint32_t> state;

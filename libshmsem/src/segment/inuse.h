@@ -27,8 +27,8 @@ inline Owner read_owner(const Owner &o) {
 template <typename F>
 void for_each_in_use(shmsem_t *s, F fn) {
   Core *c = s->core;
-  uint32_t n = std::min(c->n_used_slots.load(std::memory_order_relaxed),
-                        s->max_waiters);
+  uint32_t n =
+      std::min(c->n_used_slots.load(std::memory_order_relaxed), s->max_waiters);
   for (uint32_t i = 0; i < n; i++) {
     uint32_t w = s->used_slots[i].load(std::memory_order_relaxed);
     if (w >= s->max_waiters ||
@@ -39,9 +39,8 @@ void for_each_in_use(shmsem_t *s, F fn) {
   n = std::min(c->n_used_leases.load(std::memory_order_relaxed), s->permits);
   for (uint32_t i = 0; i < n; i++) {
     uint32_t l = s->used_leases[i].load(std::memory_order_relaxed);
-    if (l >= s->permits ||
-        word_state(s->leases[l].word.load(std::memory_order_acquire)) !=
-            kLeaseHeld)
+    if (l >= s->permits || word_state(s->leases[l].word.load(
+                               std::memory_order_acquire)) != kLeaseHeld)
       continue;
     fn(l, false, read_owner(s->leases[l].owner));
   }

@@ -56,7 +56,8 @@ inline constexpr uint32_t word_proc(uint64_t w) {
 inline constexpr uint64_t word_gen(uint64_t w) { return w & kGenMask; }
 inline constexpr uint64_t lease_word(uint32_t state, uint32_t proc,
                                      uint64_t gen) {
-  return uint64_t{state} << 60 | uint64_t{proc & 0xfff} << 48 | (gen & kGenMask);
+  return uint64_t{state} << 60 | uint64_t{proc & 0xfff} << 48 |
+         (gen & kGenMask);
 }
 
 // Waiter slot states; this value is the slot's futex word.
@@ -76,9 +77,9 @@ enum SlotState : uint32_t {
   kSlotLeft = 0x534c'0007u,
 };
 enum LeftWhy : uint32_t {
-  kLeftTimedOut = 0,  // counted in timeouts (also any other value)
+  kLeftTimedOut = 0,   // counted in timeouts (also any other value)
   kLeftCancelled = 1,  // -ECANCELED or -EINTR: counted in cancellations
-  kLeftCounted = 2,  // CANCELLED or CLOSED before: counted already
+  kLeftCounted = 2,    // CANCELLED or CLOSED before: counted already
 };
 inline bool slot_left(uint32_t word) {
   return word == kSlotLeftQueued || word == kSlotLeft;
@@ -116,11 +117,11 @@ struct Header {
   uint32_t max_waiters;
   uint64_t lease_off;
   uint64_t slot_off;
-  uint64_t used_off;  // used_leases[permits] then used_slots[max_waiters]
-  uint64_t pidns;     // inode of the creator's PID namespace (0: unknown)
+  uint64_t used_off;    // used_leases[permits] then used_slots[max_waiters]
+  uint64_t pidns;       // inode of the creator's PID namespace (0: unknown)
   uint64_t created_ns;  // CLOCK_REALTIME of creation, for display only
-  uint64_t nonce;  // random per creation: tokens name their semaphore
-  uint64_t proc_off;  // procs[max_procs]
+  uint64_t nonce;       // random per creation: tokens name their semaphore
+  uint64_t proc_off;    // procs[max_procs]
   uint32_t max_procs;
   // The configuration it was created with (shmsem_create compares a
   // caller's with it; the capacity itself lives in Core and changes).
@@ -150,14 +151,14 @@ inline constexpr uint64_t decl_word(uint64_t gen, uint64_t hold_ns) {
 // The hold time (ns) declared for generation `gen`, or 0.
 inline constexpr uint64_t decl_for(uint64_t word, uint64_t gen) {
   return (word >> kDeclBits) == (gen & 0xff'ffff) ? (word & kDeclMask) * 1000
-                                                   : 0;
+                                                  : 0;
 }
 
 struct alignas(kCacheLine) LeaseRecord {
   std::atomic<uint64_t> word;  // state | proc | gen (above); the commit word
   uint32_t slot;  // RESERVED: the slot it is granted to; HELD: kMember or not
-  uint32_t next_free;          // free-list link (rebuildable)
-  Owner owner;  // HELD: the process (tid, tino are 0); else stale
+  uint32_t next_free;  // free-list link (rebuildable)
+  Owner owner;         // HELD: the process (tid, tino are 0); else stale
   uint32_t used_pos;   // index in used_leases while HELD/RESERVED (rebuildable)
   // The next record of the same reservation (RESERVED for one slot) or of
   // the same weighted lease (HELD under one token), or kNone. Section 13.
@@ -203,11 +204,11 @@ inline constexpr uint32_t procs_for(uint32_t max_waiters) {
 // Two cache lines: the futex word and the fields the hand-off touches on the
 // first, the owner on the second.
 struct alignas(kCacheLine) WaiterSlot {
-  std::atomic<uint32_t> word;  // SlotState; the futex word and commit word
-  uint32_t lease;              // GRANTED: the lease reserved for it
-  uint64_t ticket;             // position in FIFO order, never reused
+  std::atomic<uint32_t> word;    // SlotState; the futex word and commit word
+  uint32_t lease;                // GRANTED: the lease reserved for it
+  uint64_t ticket;               // position in FIFO order, never reused
   std::atomic<uint64_t> enq_ns;  // monotonic time of enqueue
-  uint32_t prev;  // queue links (rebuildable)
+  uint32_t prev;                 // queue links (rebuildable)
   uint32_t next;
   uint32_t next_free;  // free-list link (rebuildable)
   // 1 while the owner is (about to be) in FUTEX_WAIT on `word`: a release
@@ -332,7 +333,9 @@ inline constexpr uint32_t kGateHandOn = kGateQueued | kGateRetiring;
 inline constexpr size_t kCoreOff = 2 * kCacheLine;
 static_assert(sizeof(Header) <= kCoreOff);
 
-inline constexpr size_t align_up(size_t v, size_t a) { return (v + a - 1) / a * a; }
+inline constexpr size_t align_up(size_t v, size_t a) {
+  return (v + a - 1) / a * a;
+}
 
 // Geometry of a segment for N permits and W waiter slots.
 struct Geometry {

@@ -20,9 +20,9 @@
 namespace shmsem::detail {
 
 struct Limit {
-  uint64_t deadline = 0;               // mono_ns() time; 0: none
-  shmsem_cancel_t *cancel = nullptr;   // fired: -ECANCELED
-  bool interruptible = false;          // a signal: -EINTR
+  uint64_t deadline = 0;              // mono_ns() time; 0: none
+  shmsem_cancel_t *cancel = nullptr;  // fired: -ECANCELED
+  bool interruptible = false;         // a signal: -EINTR
   // -ECANCELED once *watch no longer holds watch_value (a canceller waiting
   // for the lock gives up when the waiter it cancels has left by itself).
   // While it waits it wakes that word at every look (kPollNs), so that the
@@ -49,7 +49,8 @@ class StepLimit {
   static constexpr uint64_t kPollNs = 2'000'000;
 
   StepLimit(const Limit *limit, uint64_t floor_ns)
-      : l_(limit), start_(limit ? call_start(limit) : 0),
+      : l_(limit),
+        start_(limit ? call_start(limit) : 0),
         floor_at_(start_ + floor_ns) {}
 
   // The floor becomes `floor_ns` from the start of the call (longer while

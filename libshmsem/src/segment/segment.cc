@@ -21,12 +21,10 @@
 namespace shmsem::detail {
 namespace {
 
-
 // Builds the handle from the header fields segment_validate() checked,
 // copied once: a writer changing the header later cannot enlarge the
 // geometry this process trusts.
-shmsem_t *make_handle(void *base, size_t size, bool rdonly,
-                      const Header &hdr) {
+shmsem_t *make_handle(void *base, size_t size, bool rdonly, const Header &hdr) {
   auto *s = new (std::nothrow) shmsem_t;
   if (!s) return nullptr;
   char *b = static_cast<char *>(base);
@@ -52,10 +50,10 @@ shmsem_t *make_handle(void *base, size_t size, bool rdonly,
   s->nonce = hdr.nonce;
   s->pidns = hdr.pidns;
   // As segment_build() computed it, clamped as rate_read() clamps.
-  s->rate_interval =
-      hdr.rate ? std::clamp<uint64_t>(hdr.rate_period_ns / hdr.rate, 1,
-                                      kMaxRateIntervalNs)
-               : 0;
+  s->rate_interval = hdr.rate
+                         ? std::clamp<uint64_t>(hdr.rate_period_ns / hdr.rate,
+                                                1, kMaxRateIntervalNs)
+                         : 0;
   s->rate_burst = std::clamp<uint32_t>(hdr.burst, 1, SHMSEM_MAX_BURST);
   s->corrupt = false;
   return s;
@@ -158,8 +156,8 @@ int open_named(const char *name, int flags, const uid_t *owner,
   bool rdonly = flags & SHMSEM_RDONLY;
   // O_NONBLOCK: a FIFO planted under the name must not block the open (it
   // is then refused as not a regular file); glibc adds O_NOFOLLOW.
-  int fd = shm_open(name, (rdonly ? O_RDONLY : O_RDWR) | O_NONBLOCK | O_CLOEXEC,
-                    0);
+  int fd =
+      shm_open(name, (rdonly ? O_RDONLY : O_RDWR) | O_NONBLOCK | O_CLOEXEC, 0);
   if (fd < 0) return -errno;
   e = map_fd(fd, rdonly, owner, out);
   close(fd);

@@ -13,8 +13,7 @@ namespace shmsem::detail {
 int check_name(const char *name);
 // Open `name` (flags as shmsem_open's); with `owner`, only a file that
 // user owns (else -EPERM).
-int open_named(const char *name, int flags, const uid_t *owner,
-               shmsem_t **out);
+int open_named(const char *name, int flags, const uid_t *owner, shmsem_t **out);
 // The creator's handle on the segment it has just built (and trusts).
 shmsem_t *created_handle(void *base, size_t size);
 int segment_open(const char *name, int flags, shmsem_t **out);

@@ -71,10 +71,17 @@ Census census(shmsem_t *s) {
   c.reserved = d.reserved;
   for (uint32_t w = 0; w < s->max_waiters; w++) {
     switch (s->slots[w].word.load(std::memory_order_relaxed)) {
-      case kSlotFree: c.free_slots++; break;
-      case kSlotWaiting: c.waiting_slots++; break;
-      case kSlotGranted: c.granted_slots++; break;
-      default: c.other_slots++;
+      case kSlotFree:
+        c.free_slots++;
+        break;
+      case kSlotWaiting:
+        c.waiting_slots++;
+        break;
+      case kSlotGranted:
+        c.granted_slots++;
+        break;
+      default:
+        c.other_slots++;
     }
   }
   return c;
@@ -96,8 +103,8 @@ int lease_owner_pid(shmsem_t *s, shmsem_lease_t lease) {
   return r.owner.pid;
 }
 
-int set_lease_owner(shmsem_t *s, shmsem_lease_t lease, int pid,
-                    uint64_t start, uint64_t ino) {
+int set_lease_owner(shmsem_t *s, shmsem_lease_t lease, int pid, uint64_t start,
+                    uint64_t ino) {
   if (lease.index >= s->permits) return -EINVAL;
   Section sec(s);
   LeaseRecord &r = s->leases[lease.index];

@@ -50,8 +50,8 @@ Census census(shmsem_t *s);
 int lease_owner_pid(shmsem_t *s, shmsem_lease_t lease);
 // Overwrite the owner recorded for a held lease (simulates a recycled PID:
 // a live pid with another start time or pidfs inode). Returns 0 or -EINVAL.
-int set_lease_owner(shmsem_t *s, shmsem_lease_t lease, int pid,
-                    uint64_t start, uint64_t ino);
+int set_lease_owner(shmsem_t *s, shmsem_lease_t lease, int pid, uint64_t start,
+                    uint64_t ino);
 // Tickets of the queued waiters, head first.
 int queue_tickets(shmsem_t *s, uint64_t *out, int max);
 

@@ -60,8 +60,8 @@ bool spin_while_waiting(shmsem_t *s, std::atomic<uint32_t> *word) {
   for (;;) {
     for (int i = 0; i < 32; i++) {
       if (word->load(std::memory_order_acquire) != kSlotWaiting) {
-        t_spin_cap = uint32_t(std::min<uint64_t>(2 * cap + kMinSpinNs,
-                                                 kMaxSpinNs));
+        t_spin_cap =
+            uint32_t(std::min<uint64_t>(2 * cap + kMinSpinNs, kMaxSpinNs));
         return true;
       }
 #if defined(__x86_64__) || defined(__i386__)
@@ -246,8 +246,7 @@ int acquire(shmsem_t *s, uint32_t weight, const timespec *deadline_ts,
   if (cancel && cancel_fired(cancel)) return cancelled_at_once(s, cancel);
   // Every step that may wait on another process (the lock, a reclamation
   // pass) stops at the caller's limit; see limit.h.
-  const Limit limit{dl.at(), cancel,
-                    (flags & SHMSEM_WAIT_INTERRUPTIBLE) != 0};
+  const Limit limit{dl.at(), cancel, (flags & SHMSEM_WAIT_INTERRUPTIBLE) != 0};
   // No cancellation point up to the queue: waiter_start() makes none (the
   // first-time identity reads and the reclamation pass disable
   // cancellation themselves), so the uncontended path touches no
@@ -266,7 +265,12 @@ int acquire(shmsem_t *s, uint32_t weight, const timespec *deadline_ts,
   if (type != PTHREAD_CANCEL_DEFERRED) pthread_setcanceltype(type, nullptr);
   if (cancel && !cancel_arm(cancel, s, w.slot, w.ticket))
     return waiter_abandon(s, w, -ECANCELED, &limit, lease);
-  Wait x{s, w, &limit, cancel, dl, limit.interruptible,
+  Wait x{s,
+         w,
+         &limit,
+         cancel,
+         dl,
+         limit.interruptible,
          no_cancel.caller_state() == PTHREAD_CANCEL_ENABLE &&
              type == PTHREAD_CANCEL_DEFERRED,
          {}};  // the watch after no_cancel: its destructor closes fds

@@ -8,7 +8,8 @@
 
 namespace shmsem::detail {
 
-bool cancel_arm(shmsem_cancel_t *c, shmsem_t *s, uint32_t slot, uint64_t ticket) {
+bool cancel_arm(shmsem_cancel_t *c, shmsem_t *s, uint32_t slot,
+                uint64_t ticket) {
   CancelImpl *ci = cancel_impl(c);
   ci->s = s;
   ci->slot = slot;

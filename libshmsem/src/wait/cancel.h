@@ -8,7 +8,8 @@
 namespace shmsem::detail {
 
 // false: already fired, do not wait.
-bool cancel_arm(shmsem_cancel_t *c, shmsem_t *s, uint32_t slot, uint64_t ticket);
+bool cancel_arm(shmsem_cancel_t *c, shmsem_t *s, uint32_t slot,
+                uint64_t ticket);
 void cancel_disarm(shmsem_cancel_t *c);
 void cancel_fire(shmsem_cancel_t *c);
 // FIRED (or IDLE) -> IDLE: the handle may be used again (shmsem_cancel_reset).

@@ -96,8 +96,8 @@ constexpr uint32_t kMax = SHMSEM_NOTIFIER_MAX;
 // call the size FUTEX_32 and lack FUTEX2_PRIVATE). Segment words are
 // shared between processes: no kFutex2Private on them, the kernel must key
 // the futex on the page. Only ctl, in our own memory, is private.
-constexpr uint32_t kFutex2SizeU32 = 0x02;    // FUTEX2_SIZE_U32
-constexpr uint32_t kFutex2Private = 0x80;    // FUTEX2_PRIVATE
+constexpr uint32_t kFutex2SizeU32 = 0x02;  // FUTEX2_SIZE_U32
+constexpr uint32_t kFutex2Private = 0x80;  // FUTEX2_PRIVATE
 static_assert(kMax + 1 <= FUTEX_WAITV_MAX,
               "the words and ctl fit in one futex_waitv call");
 // The fallback looks at every word this often.

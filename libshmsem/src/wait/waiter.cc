@@ -57,8 +57,8 @@ struct Partial {
 // n records, each HELD by this process, linked from the last one taken:
 // the one the token names (section 13); kNone if fewer were free (those
 // stay in `p`).
-uint32_t take_weighted(Locked s, uint32_t weight, const Owner &me,
-                       Partial *p, uint64_t *gen) {
+uint32_t take_weighted(Locked s, uint32_t weight, const Owner &me, Partial *p,
+                       uint64_t *gen) {
   for (; p->taken < weight; p->taken++) {
     const uint32_t l = take_free(s, kNoProc, me, gen, false);
     if (l == kNone) break;
@@ -237,10 +237,17 @@ int leave_unlocked(shmsem_t *s, const Waiter &w, int err) {
     uint32_t to = kSlotLeft;
     int r = err;
     switch (v) {
-      case kSlotWaiting: to = kSlotLeftQueued; break;
-      case kSlotGranted: break;  // given up: the caller's outcome
-      case kSlotCancelled: r = -ECANCELED; break;
-      case kSlotClosed: r = -ESHUTDOWN; break;
+      case kSlotWaiting:
+        to = kSlotLeftQueued;
+        break;
+      case kSlotGranted:
+        break;  // given up: the caller's outcome
+      case kSlotCancelled:
+        r = -ECANCELED;
+        break;
+      case kSlotClosed:
+        r = -ESHUTDOWN;
+        break;
       default:
         // FREE, or a value a writer put there: not ours any more (as in
         // finish_slot()); leave it alone.
@@ -250,11 +257,10 @@ int leave_unlocked(shmsem_t *s, const Waiter &w, int err) {
     // (whatever ended our wait for the lock: a cancelled waiter's limit
     // holds the fired handle, so err is -ECANCELED too). `v` is what the
     // CAS below compares with, refreshed when it fails.
-    __atomic_store_n(&s->slots[w.slot].left_why,
-                     v == kSlotCancelled || v == kSlotClosed
-                         ? uint32_t{kLeftCounted}
-                         : why,
-                     __ATOMIC_RELAXED);
+    __atomic_store_n(
+        &s->slots[w.slot].left_why,
+        v == kSlotCancelled || v == kSlotClosed ? uint32_t{kLeftCounted} : why,
+        __ATOMIC_RELAXED);
     if (slot_leave_unlocked(word, &v, to)) return r;
   }
 }
@@ -313,16 +319,15 @@ int waiter_poll(shmsem_t *s, const Waiter &w, const Limit *limit,
   // slot that serves another ticket now is completed (as not ours) under
   // the lock. A head whose start time (the rate) has come grants itself.
   if (waiter_word(s, w)->load(std::memory_order_acquire) == kSlotWaiting &&
-      __atomic_load_n(&s->slots[w.slot].ticket, __ATOMIC_RELAXED) ==
-          w.ticket) {
+      __atomic_load_n(&s->slots[w.slot].ticket, __ATOMIC_RELAXED) == w.ticket) {
     uint64_t start = head_start_ns(s, w.slot);
     if (!start || start > mono_ns()) return -EINPROGRESS;
   }
   return complete(s, w, 0, limit, lease);
 }
 
-int waiter_abandon(shmsem_t *s, const Waiter &w, int reason,
-                   const Limit *limit, shmsem_lease_t *lease) {
+int waiter_abandon(shmsem_t *s, const Waiter &w, int reason, const Limit *limit,
+                   shmsem_lease_t *lease) {
   return complete(s, w, reason, limit, lease);
 }
 

@@ -58,8 +58,8 @@ int waiter_poll(shmsem_t *s, const Waiter &w, const Limit *limit,
 // error (-ECANCELED or -ESHUTDOWN if that was already the outcome). A
 // grant that had already won is given up then: its permit goes on to the
 // next waiter. The next lock holder that meets the slot frees it.
-int waiter_abandon(shmsem_t *s, const Waiter &w, int reason,
-                   const Limit *limit, shmsem_lease_t *lease);
+int waiter_abandon(shmsem_t *s, const Waiter &w, int reason, const Limit *limit,
+                   shmsem_lease_t *lease);
 
 // Another thread cancels the wait of (slot, ticket): WAITING->CANCELLED and a
 // wake-up. No effect if that wait already completed.

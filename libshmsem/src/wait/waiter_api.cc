@@ -90,8 +90,8 @@ void watch(AsyncWaiter *a, const Limit *limit) {
     uint64_t n = std::clamp<uint64_t>(
         a->s->core->waiting.load(std::memory_order_relaxed), 1,
         a->s->max_waiters);
-    uint64_t nap = std::clamp(kBackupAsyncNs * n, kBackupAsyncNs,
-                              kMaxBackupAsyncNs);
+    uint64_t nap =
+        std::clamp(kBackupAsyncNs * n, kBackupAsyncNs, kMaxBackupAsyncNs);
     if (!a->napped) {
       a->napped = 1;
       uint64_t x = (a->ticket ^ real_mono_ns()) * 0x9e3779b97f4a7c15ull;
@@ -188,8 +188,8 @@ int async_cancel(shmsem_waiter_t *w, shmsem_lease_t *lease) {
   // leave without it (waiter.h), giving up a grant that already won.
   const Limit now{1};
   SHMSEM_HOOK(WAIT_CANCEL_SEEN);
-  int r = waiter_abandon(a->s, Waiter{a->slot, a->ticket}, -ECANCELED, &now,
-                         lease);
+  int r =
+      waiter_abandon(a->s, Waiter{a->slot, a->ticket}, -ECANCELED, &now, lease);
   return finish(a, r == -ETIMEDOUT ? -ECANCELED : r);
 }
 

@@ -8,7 +8,8 @@ int use(shmsem_t *s) {
   shmsem::Lease l;
   if (int e = shmsem::acquire(s, &l)) return e;
   shmsem::Lease moved = std::move(l);
-  const int held = static_cast<bool>(moved) + static_cast<int>(moved.resource() != 0);
+  const int held =
+      static_cast<bool>(moved) + static_cast<int>(moved.resource() != 0);
   shmsem_lease_t raw = moved.detach();
   shmsem::Lease again(s, raw);
   return again.release() + held;

@@ -1,8 +1,9 @@
 // A lease owns one permit: copying it would release that permit twice.
 // std: c++20
 // expect: error
-// reason: use of deleted function 'shmsem::lease::lease\(const shmsem::lease&\)'
-// reason-clang: call to deleted constructor of 'shmsem::lease'
+// reason: use of deleted function 'shmsem::lease::lease\(const
+// shmsem::lease&\)' reason-clang: call to deleted constructor of
+// 'shmsem::lease'
 #include <shmsem/shmsem.hpp>
 
 void misuse(shmsem::semaphore &sem) {

@@ -9,5 +9,6 @@
 #include <shmsem/shmsem.hpp>
 
 void misuse(shmsem::semaphore &sem) {
-  if (auto l = sem.acquire_for(1.5, std::chrono::milliseconds(10))) l->release();
+  if (auto l = sem.acquire_for(1.5, std::chrono::milliseconds(10)))
+    l->release();
 }

@@ -102,8 +102,8 @@ std::string given_settings(const CreateOptions &o,
 // The configuration the options ask for, checked as shmsem_create(3) will
 // check it: kExitOk, or the usage status after saying what is wrong.
 int config_from(const CreateOptions &o, struct shmsem_config *out) {
+  *out = {};
   struct shmsem_config &cfg = *out;
-  cfg = {};
   cfg.permits = o.permits;
   cfg.max_waiters = o.max_waiters;
   cfg.max_permits = o.max_permits;
@@ -151,7 +151,7 @@ int config_from(const CreateOptions &o, struct shmsem_config *out) {
 }
 
 int run_create(const CreateOptions &o) {
-  struct shmsem_config cfg;
+  struct shmsem_config cfg = {};
   int rc = config_from(o, &cfg);
   if (rc != kExitOk) return rc;
   Handle h;

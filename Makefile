@@ -41,9 +41,10 @@ demo: build
 # SPIN model check (every model; `make verify` runs every configuration) and
 # half a minute of the segment fuzzer from its seeds: each stage of the
 # targets lint, test-fast, test-sanitize, verify-quick and fuzz-short, run
-# side by side where they do not disturb each other (scripts/test-all: the
-# builds, lint and SPIN overlap, the suites run on a machine left to them),
-# with a log per stage in $(TEST_LOGS) and each stage's time at the end.
+# side by side (scripts/test-all: the builds, lint and SPIN together, each
+# suite once its build is done with everything else reniced below it, the
+# fuzzer last), with a log per stage in $(TEST_LOGS) and each stage's time
+# at the end.
 test:
 	+@MAKE="$(MAKE)" ./scripts/test-all $(TEST_LOGS)
 

@@ -1,6 +1,6 @@
 # Shared helpers for the shmsem CLI tests (sourced, bash).
 #
-# Every test gets semaphore names under /shmsem-cli-test-<pid>-*, a private
+# Every test gets semaphore names under /shmsem-cli-test-<pid>-<random>-*, a private
 # temporary directory, and an EXIT trap that stops the background processes
 # it started and removes both, pass or fail.
 set -euo pipefail
@@ -8,7 +8,8 @@ set -euo pipefail
 
 SKIP=77  # ctest SKIP_RETURN_CODE
 
-PREFIX="/shmsem-cli-test-$$"
+# (The pid and a random number: pids come round within a run.)
+PREFIX="/shmsem-cli-test-$$-$SRANDOM"
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/shmsem-cli-test.XXXXXX")
 BG_PIDS=()
 

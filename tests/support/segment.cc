@@ -1,6 +1,9 @@
 #include "support/segment.h"
 
+#include <sys/random.h>
 #include <unistd.h>
+
+#include <cstdio>
 
 #include <atomic>
 
@@ -9,9 +12,22 @@
 
 namespace shmsem::test {
 
+// The pid alone is not unique over a run: with pid_max at 32768 and
+// compilers running beside the suite, pids come round within minutes, and a
+// name left behind by a killed test would make a later one's SHMSEM_EXCL
+// create fail. A random number drawn once per process (per fork child too:
+// the pid is part of the key) makes a collision negligible.
 std::string unique_name(const char *tag) {
   static std::atomic<int> n{0};
-  return "/shmsem-test-" + std::to_string(getpid()) + "-" +
+  static thread_local pid_t drawn_for = 0;
+  static thread_local uint32_t nonce = 0;
+  if (drawn_for != getpid()) {
+    drawn_for = getpid();
+    if (getrandom(&nonce, sizeof nonce, 0) != sizeof nonce) nonce = 0;
+  }
+  char hex[9];
+  snprintf(hex, sizeof hex, "%08x", nonce);
+  return "/shmsem-test-" + std::to_string(getpid()) + "-" + hex + "-" +
          std::to_string(n.fetch_add(1)) + "-" + tag;
 }
 

@@ -10,7 +10,7 @@
 
 namespace shmsem::test {
 
-// "/shmsem-test-<pid>-<n>-<tag>", unique within the machine.
+// "/shmsem-test-<pid>-<random>-<n>-<tag>", unique within the machine.
 std::string unique_name(const char *tag = "t");
 
 class Segment {

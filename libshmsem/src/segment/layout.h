@@ -344,19 +344,18 @@ struct Geometry {
   uint32_t max_procs;
 };
 inline Geometry geometry(uint32_t permits, uint32_t max_waiters) {
-  Geometry g;
-  g.lease_off = align_up(kCoreOff + sizeof(Core), kCacheLine);
-  g.slot_off = g.lease_off + uint64_t{permits} * sizeof(LeaseRecord);
-  g.used_off = g.slot_off + uint64_t{max_waiters} * sizeof(WaiterSlot);
-  g.declared_off = align_up(
-      g.used_off + (uint64_t{permits} + max_waiters) * sizeof(uint32_t),
-      kCacheLine);
-  g.proc_off = align_up(g.declared_off + uint64_t{permits} * sizeof(uint64_t),
-                        kCacheLine);
-  g.max_procs = procs_for(max_waiters);
-  g.hold_off = g.proc_off + uint64_t{g.max_procs} * sizeof(ProcRecord);
-  g.total_size = g.hold_off + uint64_t{g.max_procs} * kLanes * sizeof(LaneHold);
-  return g;
+  const uint64_t n = permits, w = max_waiters;
+  const uint32_t procs = procs_for(max_waiters);
+  const uint64_t p = procs;
+  const uint64_t lease = align_up(kCoreOff + sizeof(Core), kCacheLine);
+  const uint64_t slot = lease + n * sizeof(LeaseRecord);
+  const uint64_t used = slot + w * sizeof(WaiterSlot);
+  const uint64_t declared =
+      align_up(used + (n + w) * sizeof(uint32_t), kCacheLine);
+  const uint64_t proc = align_up(declared + n * sizeof(uint64_t), kCacheLine);
+  const uint64_t hold = proc + p * sizeof(ProcRecord);
+  const uint64_t total = hold + p * kLanes * sizeof(LaneHold);
+  return Geometry{lease, slot, used, declared, proc, hold, total, procs};
 }
 
 // An interval between two acquisitions: at most a day; a burst's refill

@@ -64,6 +64,9 @@ reclaim() {
 reclaim "default (events where available)" -u SHMSEM_DEATH_WATCH
 reclaim "poll (forced fallback)" SHMSEM_DEATH_WATCH=poll
 echo
+echo "death watch: kill -> grant (fresh, reused; 0/50/200 ms) and idle wake-ups:"
+"$build/bench/shmsem_watch_bench" --runs 15 --seconds 5
+echo
 echo "acquires pending on one io_uring:"
 for n in 10000 100000; do
 	"$build/bench/shmsem_ring_bench" $n

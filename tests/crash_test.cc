@@ -38,8 +38,8 @@ constexpr int kPoints = int(HookPoint::kCount);
 // opens an existing semaphore), a lock waiter's verdict that a holder is
 // alive (only a holder slower than 1 ms gets one) and a waiter leaving
 // without the lock (only past its limit while a stopped process holds the
-// lock), and the death watch by events (only after a period without a
-// grant), and shmsem_check, SHMSEM_SNAPSHOT opens and shmsem_inspect's
+// lock), a report of the death watch (only when an owner dies while the
+// victim watches), and shmsem_check, SHMSEM_SNAPSHOT opens and shmsem_inspect's
 // reads without the lock (never called by the victim; the last writes
 // nothing shared, so a kill there has nothing to leave behind).
 // tests/create_test.cc, tests/lock_test.cc, tests/deathwatch_test.cc,
@@ -48,7 +48,6 @@ bool is_create_point(int point) {
   switch (HookPoint(point)) {
     case HookPoint::LOCK_HOLDER_ALIVE:
     case HookPoint::WAIT_LEAVING:
-    case HookPoint::WATCH_EVENTS_ARMED:
     case HookPoint::WATCH_DEATH_SEEN:
     case HookPoint::CHECK_LEASE_READ:
     case HookPoint::CREATE_OPENED:

@@ -2,24 +2,32 @@
 // the watcher, on the io_uring event path and on the forced polling
 // fallback (testing::limit_liveness(kLimitNoUring)). Real processes, real
 // SIGKILL, real rings.
+// liburing.h first: it sets the feature macros it needs (uring.h).
+#include <liburing.h>
+// clang-format off
 #include <dirent.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <pthread.h>
 #include <shmsem/shmsem.h>
+#include <shmsem/uring.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
+// clang-format on
 
 #include <atomic>
 #include <thread>
 #include <vector>
 
+#include "clock.h"
 #include "deathwatch.h"
+#include "reclaim.h"
 #include "support/hook_gate.h"
 #include "support/process.h"
 #include "support/segment.h"
@@ -324,40 +332,271 @@ TEST_F(EventsOnly, CancelledWatcherLeavesNoDescriptorBehind) {
   EXPECT_INVARIANTS(seg.get());
 }
 
-// Another thread closes the ring's descriptor while the watcher sleeps and
-// opens a file under the same number (closefrom() and open() in a daemon's
-// other thread). The watcher must not close that file when its call ends.
-TEST_F(EventsOnly, RingNumberReusedByAnotherThreadIsNotClosed) {
+// The watch keeps no descriptor in the caller's process: the helper's ring
+// is entered through its registered index and every pidfd is closed once
+// its poll is submitted, so an application's closefrom() or dup2() over
+// "unknown" numbers can meet nothing of ours.
+TEST_F(EventsOnly, ArmedWatchKeepsNoDescriptor) {
   Segment seg(1, 64);
-  shmsem_lease_t held;
-  ASSERT_EQ(shmsem_acquire(seg.get(), &held), 0);
+  Shared<std::atomic<int>> held;
+  Children kids;
+  spawn_holder(kids, seg.name(), &*held);
+  ASSERT_TRUE(wait_until([&] { return held->load() == 1; }));
+  const std::vector<int> before = open_fds();
+  // A first wait starts the watch and has it follow the holder (a pidfd
+  // lives in the helper between its opening and its poll's submission).
+  timespec soon;
+  clock_gettime(CLOCK_MONOTONIC, &soon);
+  soon.tv_nsec += 2'000'000;
+  if (soon.tv_nsec >= 1'000'000'000)
+    soon.tv_sec++, soon.tv_nsec -= 1'000'000'000;
+  shmsem_lease_t l0;
+  ASSERT_EQ(shmsem_acquire_until(seg.get(), &soon, &l0), -ETIMEDOUT);
+  ASSERT_TRUE(wait_until([&] { return open_fds() == before; }));
   HookGate gate;
-  std::atomic<int> armed{0};
-  gate.on_every([&](HookPoint p) {
-    if (p == HookPoint::WATCH_EVENTS_ARMED) armed++;
-  });
+  int armed = gate.arm(HookPoint::WAIT_SLEEPING, 1);
   int result = 1;
   std::thread w([&] {
+    HookGate::tag_this_thread(1);
     shmsem_lease_t l;
     result = shmsem_acquire(seg.get(), &l);
     if (result == 0) result = shmsem_release(seg.get(), &l);
   });
-  ASSERT_TRUE(wait_until([&] { return armed.load() > 0; }));
+  ASSERT_TRUE(gate.wait_arrived(armed));  // armed, about to sleep
   int ring = -1;
-  open_fds(nullptr, &ring);
-  ASSERT_GE(ring, 0) << "the watcher's ring is not open";
-  int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
-  ASSERT_GE(null, 0);
-  ASSERT_EQ(dup2(null, ring), ring);  // the number now names /dev/null
-  close(null);
-  ASSERT_EQ(shmsem_release(seg.get(), &held), 0);
+  const std::vector<int> during = open_fds(nullptr, &ring);
+  EXPECT_EQ(ring, -1) << "a ring's descriptor is open while armed";
+  EXPECT_EQ(during, before) << "descriptors opened by the watch";
+  gate.resume(armed);
+  EXPECT_EQ(shmsem_shutdown(seg.get()), 1);
+  w.join();
+  EXPECT_EQ(result, -ESHUTDOWN);
+}
+
+// The pass that set the watch period was expensive (the period is at its
+// 10 s cap, as after a reclamation over a large in-use set): a new watcher
+// still arms its death watch before its first sleep, and a holder killed
+// then wakes it through the watch's report, not a timer, and its permit is
+// reclaimed without a full pass (no owner judged).
+TEST_F(EventsOnly, FirstSleepArmsWhateverTheLastPassCost) {
+  Segment seg(1, 64);
+  shmsem_t *s = seg.get();
+  s->core->watch_period_ns.store(detail::kMaxWatchPeriodNs);
+  s->core->last_reclaim_ns.store(detail::real_mono_ns());
+  Shared<std::atomic<int>> held;
+  Children kids;
+  pid_t h = spawn_holder(kids, seg.name(), &*held);
+  ASSERT_TRUE(wait_until([&] { return held->load() == 1; }));
+  HookGate gate;
+  std::atomic<int> slept{0}, seen{0}, judged{0};
+  gate.on_every([&](HookPoint p) {
+    if (p == HookPoint::WAIT_SLEEPING) slept++;
+    if (p == HookPoint::WATCH_DEATH_SEEN) seen++;
+    if (p == HookPoint::RECLAIM_JUDGED) judged++;
+  });
+  int armed = gate.arm(HookPoint::WATCH_EVENTS_ARMED, 1);
+  int result = 1;
+  std::thread w([&] {
+    HookGate::tag_this_thread(1);
+    shmsem_lease_t l;
+    result = shmsem_acquire(s, &l);
+    if (result == 0) result = shmsem_release(s, &l);
+  });
+  ASSERT_TRUE(gate.wait_arrived(armed));
+  EXPECT_EQ(slept.load(), 0) << "slept before arming its death watch";
+  kill_and_reap(h);
+  gate.resume(armed);
   w.join();
   EXPECT_EQ(result, 0);
-  struct stat st;
-  ASSERT_EQ(fstat(ring, &st), 0) << "the library closed a descriptor it "
-                                    "did not own";
-  EXPECT_TRUE(S_ISCHR(st.st_mode));
-  close(ring);
+  EXPECT_GE(seen.load(), 1) << "the wake-up did not come from the watch";
+  EXPECT_EQ(judged.load(), 0) << "a full pass ran: the report was not used";
+  EXPECT_COUNTS(s, 1, 0, 0, 0);
+  EXPECT_INVARIANTS(s);
+}
+
+// The state letter of thread `tid` of this process ('S': asleep).
+char thread_state(pid_t tid) {
+  char path[64], buf[512];
+  snprintf(path, sizeof path, "/proc/self/task/%d/stat", int(tid));
+  FILE *f = fopen(path, "r");
+  if (!f) return '?';
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  fclose(f);
+  buf[n] = 0;
+  const char *p = strrchr(buf, ')');
+  return p && p[1] == ' ' ? p[2] : '?';
+}
+
+// A holder killed while the watcher sleeps (its first sleep, right after it
+// queued): the watch's report wakes it, and the reclaimed permit is its.
+TEST_F(EventsOnly, HolderKilledWhileTheNewWatcherSleepsWakesIt) {
+  Segment seg(1, 64);
+  shmsem_t *s = seg.get();
+  Shared<std::atomic<int>> held;
+  Children kids;
+  pid_t h = spawn_holder(kids, seg.name(), &*held);
+  ASSERT_TRUE(wait_until([&] { return held->load() == 1; }));
+  HookGate gate;
+  std::atomic<int> seen{0}, judged{0}, woken{0};
+  gate.on_every([&](HookPoint p) {
+    if (p == HookPoint::WATCH_DEATH_SEEN) seen++;
+    if (p == HookPoint::WAIT_WOKEN) woken++;
+    if (p == HookPoint::RECLAIM_JUDGED) judged++;
+  });
+  int sleeping = gate.arm(HookPoint::WAIT_SLEEPING, 1);
+  std::atomic<pid_t> tid{0};
+  int result = 1;
+  std::thread w([&] {
+    HookGate::tag_this_thread(1);
+    tid = pid_t(syscall(SYS_gettid));
+    shmsem_lease_t l;
+    result = shmsem_acquire(s, &l);
+    if (result == 0) result = shmsem_release(s, &l);
+  });
+  ASSERT_TRUE(gate.wait_arrived(sleeping));
+  gate.resume(sleeping);
+  // Asleep in the kernel, not yet woken.
+  ASSERT_TRUE(wait_until([&] { return thread_state(tid) == 'S'; }));
+  EXPECT_EQ(woken.load(), 0);
+  kill_and_reap(h);
+  w.join();
+  EXPECT_EQ(result, 0);
+  EXPECT_GE(seen.load(), 1) << "woken by something else than the watch";
+  EXPECT_EQ(judged.load(), 0) << "a full pass ran: the report was not used";
+  EXPECT_COUNTS(s, 1, 0, 0, 0);
+  EXPECT_INVARIANTS(s);
+}
+
+// An async watcher parked in a ring is not polled on the watch period: its
+// wake-by time is the kEventSafetyNs pass (in real time, as the ring's
+// linked timeout reads it), and a holder's death wakes its futex wait
+// (res 0) before that timeout (which would end it with -ECANCELED).
+TEST_F(EventsOnly, ParkedAsyncWatcherIsWokenByTheWatchNotATimer) {
+  Segment seg(1, 64);
+  shmsem_t *s = seg.get();
+  Shared<std::atomic<int>> held;
+  Children kids;
+  pid_t h = spawn_holder(kids, seg.name(), &*held);
+  ASSERT_TRUE(wait_until([&] { return held->load() == 1; }));
+  HookGate gate;
+  std::atomic<int> seen{0}, judged{0};
+  gate.on_every([&](HookPoint p) {
+    if (p == HookPoint::WATCH_DEATH_SEEN) seen++;
+    if (p == HookPoint::RECLAIM_JUDGED) judged++;
+  });
+  io_uring ring;
+  ASSERT_EQ(io_uring_queue_init(8, &ring, 0), 0);
+  shmsem_waiter_t w;
+  shmsem_lease_t l;
+  const uint64_t t0 = detail::real_mono_ns();
+  ASSERT_EQ(shmsem_waiter_start(s, &w, nullptr, &l), SHMSEM_QUEUED);
+  timespec at;
+  ASSERT_EQ(shmsem_waiter_wake_by(&w, &at), 0);
+  EXPECT_GE(detail::ts_to_ns(at), t0 + detail::kEventSafetyNs)
+      << "an idle async watcher would be polled before the safety pass";
+  ASSERT_EQ(shmsem_uring_prep_wait(&ring, &w, 7), 0);
+  ASSERT_GE(io_uring_submit(&ring), 0);
+  kill_and_reap(h);
+  int r = -EINPROGRESS, first_res = 1;
+  while (r == -EINPROGRESS) {
+    io_uring_cqe *cqe;
+    ASSERT_EQ(io_uring_wait_cqe(&ring, &cqe), 0);
+    const uint64_t tag = cqe->user_data;
+    const int res = cqe->res;
+    io_uring_cqe_seen(&ring, cqe);
+    if (tag != 7) continue;
+    if (first_res == 1) first_res = res;
+    r = shmsem_waiter_poll(&w, &l);
+    if (r == -EINPROGRESS) {
+      ASSERT_EQ(shmsem_uring_prep_wait(&ring, &w, 7), 0);
+      ASSERT_GE(io_uring_submit(&ring), 0);
+    }
+  }
+  io_uring_queue_exit(&ring);
+  ASSERT_EQ(r, 0);
+  EXPECT_EQ(first_res, 0) << "the first wake-up was the linked timeout";
+  EXPECT_GE(seen.load(), 1);
+  EXPECT_EQ(judged.load(), 0) << "a full pass ran: the report was not used";
+  EXPECT_EQ(shmsem_release(s, &l), 0);
+  EXPECT_COUNTS(s, 1, 0, 0, 0);
+  EXPECT_INVARIANTS(s);
+}
+
+// A fork child does not use its parent's watch (whose thread it does not
+// have) but starts its own: a holder killed while the child waits wakes it
+// through its own watch's report.
+TEST_F(EventsOnly, ForkChildWatchesThroughItsOwnHelper) {
+  Segment seg(1, 64);
+  {
+    // The parent's watch exists (a watcher armed here once).
+    shmsem_lease_t a, b;
+    ASSERT_EQ(shmsem_acquire(seg.get(), &a), 0);
+    std::thread t([&] {
+      ASSERT_EQ(shmsem_acquire(seg.get(), &b), 0);
+      ASSERT_EQ(shmsem_release(seg.get(), &b), 0);
+    });
+    ASSERT_TRUE(wait_until([&] { return counts(seg.get()).waiting == 1; }));
+    ASSERT_EQ(shmsem_release(seg.get(), &a), 0);
+    t.join();
+  }
+  Shared<std::atomic<int>> held, armed;
+  Children kids;
+  pid_t h = spawn_holder(kids, seg.name(), &*held);
+  ASSERT_TRUE(wait_until([&] { return held->load() == 1; }));
+  const std::string name = seg.name();
+  pid_t c = kids.spawn([&, name] {
+    std::atomic<int> seen{0};
+    HookGate gate;
+    gate.on_every([&](HookPoint p) {
+      if (p == HookPoint::WATCH_EVENTS_ARMED) armed->store(1);
+      if (p == HookPoint::WATCH_DEATH_SEEN) seen++;
+    });
+    shmsem_lease_t l;
+    int r = shmsem_acquire(seg.get(), &l);
+    if (r != 0) return 10 - r;
+    if (shmsem_release(seg.get(), &l) != 0) return 4;
+    return seen.load() >= 1 ? 0 : 3;
+  });
+  ASSERT_TRUE(wait_until([&] { return armed->load() == 1; }));
+  kill_and_reap(h);
+  EXPECT_EQ(kids.wait(c), 0) << "3: woken by something else than the watch";
+  EXPECT_COUNTS(seg.get(), 1, 0, 0, 0);
+  EXPECT_INVARIANTS(seg.get());
+}
+
+// closefrom() in another thread while the watcher sleeps armed (a daemon's
+// hygiene after a fork): nothing of the watch is closed, and a holder's
+// death still wakes the watcher through the report. In a child, whose
+// descriptors can all go.
+TEST_F(EventsOnly, CloseFromWhileArmedLeavesTheWatchWorking) {
+  Segment seg(1, 64);
+  Shared<std::atomic<int>> held, closed;
+  Children kids;
+  pid_t h = spawn_holder(kids, seg.name(), &*held);
+  ASSERT_TRUE(wait_until([&] { return held->load() == 1; }));
+  pid_t c = kids.spawn([&] {
+    std::atomic<int> seen{0}, armed{0};
+    HookGate gate;
+    gate.on_every([&](HookPoint p) {
+      if (p == HookPoint::WATCH_EVENTS_ARMED) armed++;
+      if (p == HookPoint::WATCH_DEATH_SEEN) seen++;
+    });
+    int r = 1;
+    std::thread t([&] {
+      shmsem_lease_t l;
+      r = shmsem_acquire(seg.get(), &l);
+      if (r == 0 && shmsem_release(seg.get(), &l) != 0) r = -1000;
+    });
+    while (armed.load() == 0) sched_yield();
+    syscall(SYS_close_range, 3u, ~0u, 0u);
+    closed->store(1);
+    t.join();
+    if (r != 0) return 10 - r;
+    return seen.load() >= 1 ? 0 : 3;
+  });
+  ASSERT_TRUE(wait_until([&] { return closed->load() == 1; }));
+  kill_and_reap(h);
+  EXPECT_EQ(kids.wait(c), 0) << "3: woken by something else than the watch";
   EXPECT_COUNTS(seg.get(), 1, 0, 0, 0);
   EXPECT_INVARIANTS(seg.get());
 }

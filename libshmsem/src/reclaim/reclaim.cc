@@ -430,24 +430,74 @@ void adopt_if_orphaned(shmsem_t *s, uint32_t slot, const Limit *limit) {
 
 namespace {
 
-// Arms events after a pass; false if the watcher must poll instead.
+// Arms events (names the owners to the process's watch); false if the
+// watcher must poll instead.
 bool arm_events(shmsem_t *s, WatchState *st, uint64_t now, uint64_t period) {
   st->complete = false;
   if (st->broken || !may_judge(s->pidns) || !events_available()) return false;
   bool dead = false;
-  EventWatch::Arm a = st->events.arm(s, &dead);
+  EventWatch::Arm a = st->events.arm(s, st->wake, &dead);
   if (a == EventWatch::kFailed) {
     st->broken = true;
     st->events.reset();
     return false;
   }
   SHMSEM_HOOK(WATCH_EVENTS_ARMED);
-  st->complete = a == EventWatch::kComplete && !dead;
-  if (dead)
-    st->death = true;  // found gone while arming: pass at the next step
-  else if (st->complete)
-    st->pass_at = now + std::max(kEventSafetyNs, period);
+  st->complete = a == EventWatch::kComplete;
+  if (dead) st->death = true;  // an exit seen since the last report: take it
+  if (st->complete) st->pass_at = now + std::max(kEventSafetyNs, period);
   return true;
+}
+
+// The watch reported: reclaim the owners it proved gone, at once, without
+// judging anyone else, and name the owners again (a report may also say
+// that an owner cannot be followed: then the watcher polls).
+void take_reports(shmsem_t *s, const Limit *limit, WatchState *st, uint64_t now,
+                  uint64_t period) {
+  for (int round = 0; round < 2 && st->death; round++) {
+    st->death = false;
+    const std::vector<Owner> gone = st->events.take_gone();
+    if (!gone.empty()) reclaim_exited(s, limit, gone);
+    const uint64_t at = st->pass_at;
+    st->use_events = arm_events(s, st, now, period);
+    st->pass_at = st->complete ? at : std::min(at, now + period);
+  }
+}
+
+// A waiter that is not the watcher: when to look again, or 0 if the
+// watcher is late and this one took the role.
+uint64_t backup_step(shmsem_t *s, uint32_t slot, const Limit *limit,
+                     WatchState *st, uint64_t now, uint64_t period) {
+  Core *c = s->core;
+  if (st->watching) {
+    // A death the watch reported before the role moved on: run a full
+    // pass rather than leave it to the new watcher's. Not only the
+    // reported process's records: the waiters that queued after the
+    // watch was armed may not be followed, and one of them may be dead at
+    // the head, where the reclaimed permit would go.
+    if (st->death || (st->use_events && st->events.notified()))
+      reclaim(s, limit);
+    st->death = false;
+    st->watching = st->use_events = false;
+    st->events.reset();
+  }
+  // A due time further ahead than any watcher sets is a writer's: stale.
+  uint64_t due = c->watch_due_ns.load(std::memory_order_relaxed);
+  if (now < due + kStaleNs &&
+      due < now + std::max(kEventSafetyNs, kMaxWatchPeriodNs)) {
+    uint64_t n = std::clamp<uint64_t>(
+        c->waiting.load(std::memory_order_relaxed), 1, s->max_waiters);
+    uint64_t per = c->watch_events.load(std::memory_order_relaxed)
+                       ? kBackupEventNs
+                       : kBackupPeriodNs;
+    return now + std::max(period, std::min(per * n, kMaxBackupNapNs));
+  }
+  // The watcher is late: reclaim (which frees a dead watcher's slot and
+  // passes the role on), and take the role if it is still orphaned.
+  maybe_reclaim(s, limit);
+  adopt_if_orphaned(s, slot, limit);
+  if (!is_watcher(s, slot)) return now + std::max(period, kBackupPeriodNs);
+  return 0;
 }
 
 }  // namespace
@@ -457,54 +507,26 @@ WatchPlan watch_step(shmsem_t *s, uint32_t slot, const Limit *limit,
   Core *c = s->core;
   uint64_t now = real_mono_ns();
   uint64_t period = watch_period(s);
-  std::vector<Owner> gone;
   if (!is_watcher(s, slot)) {
-    if (st->watching) {
-      // A death this ring reported before the role moved on: run a full
-      // pass rather than leave it to the new watcher's. Not only the
-      // reported process's records: this ring does not watch the waiters
-      // that queued after it was armed, and one of them may be dead at the
-      // head, where the reclaimed permit would go.
-      if (st->death) reclaim(s, limit);
-      st->death = false;
-      st->watching = st->use_events = false;
-      st->events.reset();
-    }
-    // A due time further ahead than any watcher sets is a writer's: stale.
-    uint64_t due = c->watch_due_ns.load(std::memory_order_relaxed);
-    if (now < due + kStaleNs &&
-        due < now + std::max(kEventSafetyNs, kMaxWatchPeriodNs)) {
-      uint64_t n = std::clamp<uint64_t>(
-          c->waiting.load(std::memory_order_relaxed), 1, s->max_waiters);
-      uint64_t per = c->watch_events.load(std::memory_order_relaxed)
-                         ? kBackupEventNs
-                         : kBackupPeriodNs;
-      return {now + std::max(period, std::min(per * n, kMaxBackupNapNs)),
-              false};
-    }
-    // The watcher is late: reclaim (which frees a dead watcher's slot and
-    // passes the role on), and take the role if it is still orphaned.
-    maybe_reclaim(s, limit);
-    adopt_if_orphaned(s, slot, limit);
-    if (!is_watcher(s, slot))
-      return {now + std::max(period, kBackupPeriodNs), false};
+    if (uint64_t at = backup_step(s, slot, limit, st, now, period))
+      return {at, false};
   }
+  if (st->use_events && st->events.notified()) st->death = true;
   if (!st->watching) {
-    // New in the role: no pass before the first sleep.
+    // New in the role: arm the death watch at once, before the first
+    // sleep, whatever the last pass cost; no pass. Without events, the
+    // first period passes without looking at anyone.
     st->watching = true;
-    st->use_events = false;
     st->pass_at = now + period;
-  } else if (st->death && now < st->pass_at &&
-             !(gone = st->events.take_gone()).empty()) {
-    // Processes proven gone by their pidfds: reclaim their records only,
-    // at once; the other polls stay armed.
-    st->death = false;
-    reclaim_exited(s, limit, gone);
+    st->use_events = arm_events(s, st, now, period);
+    take_reports(s, limit, st, now, period);
+  } else if (st->death && now < st->pass_at) {
+    take_reports(s, limit, st, now, period);
   } else if (st->death || now >= st->pass_at) {
-    // A period passed without a grant, or a death was reported that names
-    // nobody in particular. The watcher is alone in its role, so it passes
-    // without the rate limit's CAS (whose jitter against the timer would
-    // skip every other pass); the pass publishes last_reclaim_ns.
+    // The safety pass (or a period without a grant, polling). The watcher
+    // is alone in its role, so it passes without the rate limit's CAS
+    // (whose jitter against the timer would skip every other pass); the
+    // pass publishes last_reclaim_ns.
     st->death = false;
     (void)st->events.take_gone();
     reclaim(s, limit);
@@ -512,11 +534,13 @@ WatchPlan watch_step(shmsem_t *s, uint32_t slot, const Limit *limit,
     period = watch_period(s);
     st->pass_at = now + period;
     st->use_events = arm_events(s, st, now, period);
+    take_reports(s, limit, st, now, period);
   } else if (st->use_events && st->events.stale(s)) {
-    // Someone queued since: watch their process too.
+    // Someone queued since: follow their process too.
     uint64_t at = st->pass_at;
     st->use_events = arm_events(s, st, now, period);
     st->pass_at = std::min(at, st->pass_at);
+    take_reports(s, limit, st, now, period);
   }
   if (st->death) st->pass_at = now;
   c->watch_events.store(st->use_events && st->complete,

@@ -63,11 +63,14 @@ inline bool is_watcher(shmsem_t *s, uint32_t slot) {
 struct WatchState {
   EventWatch events;
   bool watching = false;    // held the watcher role at the last step
-  bool use_events = false;  // events are armed: sleep in the ring
+  bool use_events = false;  // events are armed: sleep in events.wait()
   bool complete = false;    // ... on every other owner process
-  bool death = false;       // an event reported a death: pass at once
-  bool broken = false;      // the ring failed: poll for the rest of the call
+  bool death = false;       // the watch reported: take its news at once
+  bool broken = false;      // no watch: poll for the rest of the call
   uint64_t pass_at = 0;     // real monotonic time of the next pass
+  // An async waiter's word, which the watch wakes when it reports (its
+  // sleep is its caller's); null for a blocking waiter.
+  std::atomic<uint32_t> *wake = nullptr;
 };
 
 struct WatchPlan {
@@ -76,12 +79,13 @@ struct WatchPlan {
 };
 
 // One step of a queued waiter's watch duty, before each sleep. A waiter
-// that takes the watcher role (waiter.cc, watcher_leave()) first
-// sleeps one period without looking at anyone: the hand-off path does no
-// pass, no allocation and no /proc or pidfd work. Only when a period passed
-// without a grant, or an event reported a death, does it run a pass; then,
-// where events_available(), it arms pidfds of the owners and sleeps on
-// events with only the kEventSafetyNs timer.
+// that takes the watcher role (waiter.cc, watcher_leave()) arms its death
+// watch at once, before its first sleep, where events_available(): it
+// names the owners of the records in use to the process's watch
+// (deathwatch.h; no pass, no /proc read and no pidfd in its own thread) and
+// sleeps on events with only the kEventSafetyNs timer. A report reclaims
+// the owners proven gone at once (reclaim_exited). Without events it
+// sleeps one period without looking at anyone, then passes every period.
 WatchPlan watch_step(shmsem_t *s, uint32_t slot, const Limit *limit,
                      WatchState *st);
 

@@ -5,6 +5,7 @@
 #define SHMSEM_SRC_INUSE_H
 
 #include <algorithm>
+#include <type_traits>
 
 #include "handle.h"
 
@@ -22,8 +23,20 @@ inline Owner read_owner(const Owner &o) {
   return c;
 }
 
+// fn's verdict on going on: a visitor returning void always goes on.
+template <typename F>
+bool go_on(F &fn, uint32_t idx, bool slot, const Owner &o) {
+  if constexpr (std::is_void_v<decltype(fn(idx, slot, o))>) {
+    fn(idx, slot, o);
+    return true;
+  } else {
+    return fn(idx, slot, o);
+  }
+}
+
 // Visits the records in use: fn(idx, is_slot, owner copy). Slots first,
-// then HELD leases (a RESERVED lease belongs to its slot's owner).
+// then HELD leases (a RESERVED lease belongs to its slot's owner). A
+// visitor that returns bool stops the walk by returning false.
 template <typename F>
 void for_each_in_use(shmsem_t *s, F fn) {
   Core *c = s->core;
@@ -34,7 +47,7 @@ void for_each_in_use(shmsem_t *s, F fn) {
     if (w >= s->max_waiters ||
         s->slots[w].word.load(std::memory_order_acquire) == kSlotFree)
       continue;
-    fn(w, true, read_owner(s->slots[w].owner));
+    if (!go_on(fn, w, true, read_owner(s->slots[w].owner))) return;
   }
   n = std::min(c->n_used_leases.load(std::memory_order_relaxed), s->permits);
   for (uint32_t i = 0; i < n; i++) {
@@ -42,7 +55,7 @@ void for_each_in_use(shmsem_t *s, F fn) {
     if (l >= s->permits || word_state(s->leases[l].word.load(
                                std::memory_order_acquire)) != kLeaseHeld)
       continue;
-    fn(l, false, read_owner(s->leases[l].owner));
+    if (!go_on(fn, l, false, read_owner(s->leases[l].owner))) return;
   }
 }
 

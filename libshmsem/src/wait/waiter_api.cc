@@ -26,15 +26,22 @@ struct AsyncWaiter {
   uint64_t deadline;  // mono_ns() time; 0 none
   uint64_t pass_at;   // the watch: next pass while watcher (real clock)
   uint64_t wake_by;   // real CLOCK_MONOTONIC: poll by then at the latest
+  uint64_t reg;       // its registration with the death watch, 0 none
   uint32_t slot;
-  uint32_t state;     // kQueued while queued; anything else: unused
-  int32_t pid;        // the process that queued it (a fork child did not)
-  uint32_t watching;  // held the watcher role at the last step
-  uint32_t napped;    // took a backup's nap before
+  uint32_t state;   // kQueued while queued; anything else: unused
+  int32_t pid;      // the process that queued it (a fork child did not)
+  uint32_t watch;   // kWatching, kEvents... at the last step
+  uint32_t napped;  // took a backup's nap before
 };
 static_assert(sizeof(AsyncWaiter) <= sizeof(shmsem_waiter_t::__opaque));
 
 constexpr uint32_t kQueued = 0x51554555;  // "QUEU"
+
+// AsyncWaiter::watch: what WatchState keeps between two polls.
+constexpr uint32_t kWatching = 1u << 0;
+constexpr uint32_t kEvents = 1u << 1;
+constexpr uint32_t kComplete = 1u << 2;
+constexpr uint32_t kBroken = 1u << 3;
 
 // A backup's nap, per waiter queued: the queue as a whole comes back about
 // once a second to see whether the watcher is late, where blocking backups
@@ -65,21 +72,39 @@ bool queued(const AsyncWaiter *a) {
          a->pid == self_pid();
 }
 
+// The word the caller's loop sleeps on (shmsem_waiter_futex), which the
+// death watch wakes when it reports to this waiter's registration.
+std::atomic<uint32_t> *loop_word(const AsyncWaiter *a) {
+  return waiter_word(a->s, Waiter{a->slot, a->ticket});
+}
+
 // The limit a blocking acquire with this deadline passes down (acquire.cc).
 Limit limit_of(const AsyncWaiter *a) {
   return Limit{a->deadline, nullptr, false};  // at(): 0 none, else >= 1
 }
 
-// One step of the watch, as a blocking waiter takes before each sleep,
-// polling on its period (no ring of ours: the caller's loop is the timer).
-// Sets the time to poll by.
+// One step of the watch, as a blocking waiter takes before each sleep. A
+// watcher on events names the owners to the process's death watch, which
+// wakes the slot's word when one exits (so the caller's loop polls it
+// then), and polls only for the kEventSafetyNs pass; without events it
+// polls on its period. Sets the time to poll by.
 void watch(AsyncWaiter *a, const Limit *limit) {
   WatchState st;
-  st.watching = a->watching != 0;
+  st.watching = a->watch & kWatching;
+  st.use_events = a->watch & kEvents;
+  st.complete = a->watch & kComplete;
+  st.broken = a->watch & kBroken;
   st.pass_at = a->pass_at;
-  st.broken = true;  // no events: the wake-up is the caller's
+  st.wake = loop_word(a);
+  st.events.adopt(a->reg);
+  if (st.use_events && st.events.notified()) {
+    SHMSEM_HOOK(WATCH_DEATH_SEEN);
+    st.death = true;
+  }
   WatchPlan plan = watch_step(a->s, a->slot, limit, &st);
-  a->watching = st.watching;
+  a->reg = st.events.detach();  // kept in the waiter until the next poll
+  a->watch = (st.watching ? kWatching : 0) | (st.use_events ? kEvents : 0) |
+             (st.complete ? kComplete : 0) | (st.broken ? kBroken : 0);
   a->pass_at = st.pass_at;
   uint64_t at = plan.wake_at;
   if (!st.watching) {
@@ -105,6 +130,11 @@ void watch(AsyncWaiter *a, const Limit *limit) {
 }
 
 int finish(AsyncWaiter *a, int r) {
+  if (a->reg) {
+    EventWatch e;  // gives the registration back
+    e.adopt(a->reg);
+    a->reg = 0;
+  }
   a->state = 0;
   return r;
 }
@@ -149,7 +179,7 @@ int async_futex(const shmsem_waiter_t *w, uint32_t **word, uint32_t *value) {
   if (!queued(a)) return -EINVAL;
   // std::atomic<uint32_t> is a plain 32-bit word (the futex calls here
   // pass it the same way).
-  *word = reinterpret_cast<uint32_t *>(waiter_word(a->s, Waiter{a->slot, 0}));
+  *word = reinterpret_cast<uint32_t *>(loop_word(a));
   *value = kSlotWaiting;
   return 0;
 }

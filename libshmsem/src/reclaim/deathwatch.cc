@@ -158,7 +158,8 @@ struct Entry {
   Key key{};
   EState st = EState::kFree;
   uint32_t gen = 1;
-  uint64_t named_at = 0;  // real monotonic: a watcher last named it
+  uint64_t named_at = 0;   // real monotonic: a watcher last named it
+  uint64_t failed_at = 0;  // ... it became kFailed (tried again 10 s on)
 };
 
 struct Reg {
@@ -194,7 +195,6 @@ struct Watchdog {
   std::atomic<uint32_t> ctl{0};
   std::atomic<bool> broken{false};
   bool started = false;
-  std::atomic<uint64_t> wakeups{0};
 };
 
 std::atomic<Watchdog *> g_wd{nullptr};
@@ -203,16 +203,16 @@ std::atomic<Watchdog *> g_wd{nullptr};
 Watchdog *watchdog() {
   const int32_t me = self_pid();
   Watchdog *w = g_wd.load(std::memory_order_acquire);
-  while (!w || w->pid != me) {
+  for (;;) {
+    if (w && w->pid == me)
+      return w->broken.load(std::memory_order_relaxed) ? nullptr : w;
     auto *n = new (std::nothrow) Watchdog(me);
     if (!n) return nullptr;
-    if (g_wd.compare_exchange_strong(w, n, std::memory_order_acq_rel)) {
+    if (g_wd.compare_exchange_strong(w, n, std::memory_order_acq_rel))
       w = n;
-      break;
-    }
-    delete n;  // another thread made it first: `w` is the current one
+    else
+      delete n;  // another thread made it first: `w` is the current one
   }
-  return w->broken.load(std::memory_order_relaxed) ? nullptr : w;
 }
 
 Reg *reg_of(Watchdog *w, uint64_t handle) {
@@ -301,7 +301,7 @@ uint64_t collect(Watchdog *w, io_uring *ring, std::vector<Arming> *out,
   *ctl = w->ctl.load(std::memory_order_relaxed);
   const uint64_t now = real_mono_ns();
   size_t used = 0;
-  for (Entry &e : w->entries) used += e.st != EState::kFree;
+  for (const Entry &e : w->entries) used += e.st != EState::kFree;
   for (Entry &e : w->entries) {
     if (e.st == EState::kPending) {
       e.st = EState::kArming;
@@ -315,7 +315,7 @@ uint64_t collect(Watchdog *w, io_uring *ring, std::vector<Arming> *out,
       e.st = EState::kFree;
       e.gen++;
       used--;
-    } else if (e.st == EState::kFailed && now - e.named_at > kIdleEntryNs) {
+    } else if (e.st == EState::kFailed && now - e.failed_at > kIdleEntryNs) {
       e.st = EState::kFree;  // named again, it is tried again
       e.gen++;
     }
@@ -371,6 +371,7 @@ void settle(Watchdog *w, std::vector<Arming> *todo) {
       tell = true;
     } else {
       e.st = EState::kFailed;  // unknown: the watchers that need it poll
+      e.failed_at = real_mono_ns();
       tell = true;
     }
   }
@@ -379,16 +380,22 @@ void settle(Watchdog *w, std::vector<Arming> *todo) {
 }
 
 // Under mu: a poll completed. POLLIN on a pidfd pinned to the recorded
-// process is the proof; anything else (the poll failed) frees the entry,
-// and the watchers are told, so they name it again.
+// process is the proof; anything else (the poll failed) is no proof: the
+// entry counts as failed (tried again 10 s on; no loop of retries) and
+// the watchers are told, so that those who need it poll.
 void completed(Watchdog *w, uint64_t tag, int res) {
   const uint32_t idx = uint32_t(tag), gen = uint32_t(tag >> 32);
   if (idx >= kMaxWatched) return;
   Entry &e = w->entries[idx];
   if (e.gen != gen || e.st != EState::kArmed) return;
-  if (res > 0 && (res & POLLIN)) log_gone(w, e.key);
-  e.st = EState::kFree;
-  e.gen++;
+  if (res > 0 && (res & POLLIN)) {
+    log_gone(w, e.key);
+    e.st = EState::kFree;
+    e.gen++;
+  } else {
+    e.st = EState::kFailed;
+    e.failed_at = real_mono_ns();
+  }
   notify_all(w);
 }
 
@@ -432,7 +439,6 @@ bool helper_round(Watchdog *w, io_uring *ring, bool *ctl_armed,
   }
   int r = io_uring_wait_cqe_timeout(ring, &cqe, retry ? &ts : nullptr);
   if (r < 0 && r != -ETIME && r != -EINTR) return false;
-  w->wakeups.fetch_add(1, std::memory_order_relaxed);
   std::lock_guard<std::mutex> lock(w->mu);
   while (io_uring_peek_cqe(ring, &cqe) == 0) {
     const uint64_t tag = cqe->user_data;
@@ -479,7 +485,6 @@ bool start(Watchdog *w) {
   pthread_attr_t attr;
   pthread_attr_init(&attr);
   pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-  pthread_attr_setstacksize(&attr, 64 * 1024);
   pthread_t t;
   const int e = pthread_create(&t, &attr, helper_main, w);
   pthread_attr_destroy(&attr);
@@ -569,7 +574,8 @@ EventWatch::Arm name_owners(Watchdog *w, const std::vector<Key> &keys,
       *kick = true;
     }
     if (!e) {
-      partial = true;  // the table is full
+      partial = true;  // the table is full: the helper drops idle entries
+      *kick = true;
       continue;
     }
     e->named_at = now;
@@ -703,11 +709,6 @@ uint64_t EventWatch::detach() {
 void EventWatch::adopt(uint64_t handle) {
   reset();
   handle_ = handle;
-}
-
-uint64_t watch_helper_wakeups() {
-  Watchdog *w = g_wd.load(std::memory_order_acquire);
-  return w && w->pid == self_pid() ? w->wakeups.load() : 0;
 }
 
 }  // namespace shmsem::detail

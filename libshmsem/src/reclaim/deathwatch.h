@@ -80,10 +80,6 @@ class EventWatch {
   uint64_t handle_ = 0;  // 0 none, else (generation << 32) | index
 };
 
-// For tests: how many times the helper thread of this process has woken
-// up, and whether it runs.
-uint64_t watch_helper_wakeups();
-
 }  // namespace shmsem::detail
 
 #endif  // SHMSEM_SRC_DEATHWATCH_H

@@ -98,10 +98,9 @@ void leave_on_thread_cancel(void *arg) {
     release(c->s, &lease);
   if (c->cancel) cancel_disarm(c->cancel);
   // The library is built without exceptions, so the cancellation unwind
-  // runs no destructor of ours: close the watch's ring here (found by an
-  // adversarial test: each cancelled watcher leaked a ring and its pidfds).
-  // Acted on only at pthread_testcancel(), outside any ring wait, so no
-  // futex wait is pending in it.
+  // runs no destructor of ours: give the watch's registration back here
+  // (found by an adversarial test when each watcher had a ring of its own:
+  // each cancelled watcher leaked it and its pidfds).
   c->watch->events.reset();
 }
 
@@ -182,9 +181,9 @@ int sleep_once(Wait *x) {
   SHMSEM_HOOK(WAIT_WOKEN);
   if (fr == 1) {
     SHMSEM_HOOK(WATCH_DEATH_SEEN);
-    x->watch.death = true;  // an owner process exited: reclaim at once
+    x->watch.death = true;  // the watch reported: take it at once
   } else if (fr == -EIO) {
-    x->watch.broken = true;  // the ring failed: poll from now on
+    x->watch.broken = true;  // futex_waitv failed: poll from now on
     x->watch.use_events = false;
     x->watch.events.reset();
   }

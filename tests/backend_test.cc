@@ -1,6 +1,6 @@
 // The backend seam (libshmsem/src/api/backend.h, docs/BACKENDS.md): a name
 // chooses its backend, and a name with a URL scheme that no backend of this
-// build serves ("redis://...") is -EPROTONOSUPPORT from every call that
+// build serves ("etcd://...") is -EPROTONOSUPPORT from every call that
 // takes a name; a second backend plugs in by its scheme, and every call on
 // its handles and waiters reaches its table and nothing of the
 // shared-memory backend; "/pool" names and their handles stay the
@@ -232,8 +232,7 @@ shmsem_config config(uint32_t permits) {
 TEST(Backend, NamesWithASchemeNoBackendServesAreNotSupported) {
   const shmsem_config cfg = config(1);
   for (const char *name :
-       {"redis://localhost:6379/pool", "REDIS://h/p", "redis:///p",
-        "rediss://h:6380/p", "redis+unix:///run/redis.sock/p", "etcd://h/p"}) {
+       {"rediss://h:6380/p", "etcd://h/p", "consul://h/p", "ETCD://h/p"}) {
     static int before;  // *out is not NULL before the call
     shmsem_t *s = reinterpret_cast<shmsem_t *>(&before);
     EXPECT_EQ(shmsem_create(name, &cfg, 0, &s), -EPROTONOSUPPORT) << name;
@@ -247,6 +246,20 @@ TEST(Backend, NamesWithASchemeNoBackendServesAreNotSupported) {
   // Nowhere to put the handle is still -EINVAL, as for every name.
   EXPECT_EQ(shmsem_create("redis://h/p", &cfg, 0, nullptr), -EINVAL);
   EXPECT_EQ(shmsem_open("redis://h/p", 0, nullptr), -EINVAL);
+}
+
+// redis:// and redis+unix:// names are the Redis backend's (in any case)
+// when the library has it (SHMSEM_REDIS), else served by none.
+TEST(Backend, RedisNamesChooseTheRedisBackend) {
+  for (const char *name :
+       {"redis://localhost:6379/pool", "REDIS://h/p", "redis:///p",
+        "redis+unix:///run/redis.sock?pool=p"}) {
+#ifdef SHMSEM_HAVE_REDIS
+    EXPECT_EQ(d::backend_for_name(name), &d::kRedisBackend) << name;
+#else
+    EXPECT_EQ(d::backend_for_name(name), nullptr) << name;
+#endif
+  }
 }
 
 TEST(Backend, NamesWithoutASchemeAreTheSharedMemoryBackends) {
@@ -303,7 +316,7 @@ TEST_F(FakeBackend, IsChosenByItsSchemeInAnyCase) {
   EXPECT_EQ(c.entry, kUnlink);
   EXPECT_STREQ(static_cast<const char *>(c.object), "fake://host/pool");
   // Other schemes are still not served.
-  EXPECT_EQ(shmsem_unlink("redis://h/p"), -EPROTONOSUPPORT);
+  EXPECT_EQ(shmsem_unlink("etcd://h/p"), -EPROTONOSUPPORT);
   EXPECT_TRUE(g_calls.empty());
 }
 

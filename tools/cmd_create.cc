@@ -25,6 +25,7 @@ struct CreateOptions {
   uint32_t burst = 0;
   uint32_t max_waiters = 0;
   std::string mode;
+  std::string lease_ttl;  // remote semaphores: a DURATION
   bool exclusive = false;
   bool any_owner = false;
 };
@@ -99,6 +100,23 @@ std::string given_settings(const CreateOptions &o,
   return out.empty() ? out : out.substr(1);
 }
 
+// --lease-ttl: a remote semaphore's alone (shmsem(7), "Across hosts").
+int lease_ttl_from(const CreateOptions &o, struct shmsem_config *cfg) {
+  if (o.lease_ttl.empty()) return kExitOk;
+  if (!is_remote_name(o.name))
+    return create_usage(o,
+                        "--lease-ttl is for semaphores on a server "
+                        "(redis://...); a local lease is held until its "
+                        "holder exits");
+  uint64_t ns = 0;
+  std::string why = parse_duration(o.lease_ttl, &ns);
+  if (!why.empty()) return create_usage(o, why);
+  if (ns < 100000000ull || ns > 86400000000000ull)
+    return create_usage(o, "--lease-ttl must be 100ms to 24h");
+  cfg->lease_ttl_ms = uint32_t(ns / 1000000);
+  return kExitOk;
+}
+
 // The configuration the options ask for, checked as shmsem_create(3) will
 // check it: kExitOk, or the usage status after saying what is wrong.
 int config_from(const CreateOptions &o, struct shmsem_config *out) {
@@ -147,7 +165,7 @@ int config_from(const CreateOptions &o, struct shmsem_config *out) {
     }
     cfg.mode = uint32_t(m);
   }
-  return kExitOk;
+  return lease_ttl_from(o, &cfg);
 }
 
 int run_create(const CreateOptions &o) {
@@ -232,6 +250,10 @@ Subcommand add_create(CLI::App &parent) {
                   "Read/write bits of /dev/shm/NAME in octal, within 0666 "
                   "(default 0600)")
       ->option_text("MODE");
+  sub->add_option("--lease-ttl", o->lease_ttl,
+                  "redis:// semaphores: a lease not renewed this long is "
+                  "taken back (default 10s)")
+      ->option_text("DURATION");
   sub->add_flag("--any-owner", o->any_owner,
                 "Also use an existing semaphore another user owns");
   sub->add_flag("-x,--exclusive", o->exclusive,

@@ -30,6 +30,13 @@
 // COMMAND should not go on running without it. exec failures travel back
 // over a close-on-exec pipe, so the parent prints the message and the child
 // only calls async-signal-safe functions.
+//
+// A remote semaphore (redis://, shmsem(7) "Across hosts"): its lease can be
+// lost while COMMAND runs (we were paused or cut off from the server past
+// the lease's TTL). COMMAND then runs in a process group of its own, and a
+// watcher renews the lease every kLeaseWatchMs; when the server says it is
+// gone, the watcher says so and kills COMMAND's whole group (SIGKILL): it
+// must not go on using what the permit guarded.
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -42,6 +49,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <chrono>
+#include <condition_variable>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -72,6 +81,46 @@ struct RunOptions {
 struct Inherited {
   sigset_t mask;
   struct sigaction chld;
+  bool own_group = false;  // a remote lease: COMMAND in its own group
+};
+
+constexpr int kLeaseWatchMs = 250;
+
+// The watcher of a remote lease (above).
+class LeaseWatch {
+ public:
+  ~LeaseWatch() { stop(); }
+  void start(shmsem_t *s, const shmsem_lease_t *lease, pid_t group,
+             const std::string &name) {
+    t_ = std::thread([this, s, lease, group, name] {
+      std::unique_lock<std::mutex> lock(mu_);
+      while (!cv_.wait_for(lock, std::chrono::milliseconds(kLeaseWatchMs),
+                           [this] { return stop_; })) {
+        const int e = shmsem_lease_renew(s, lease);
+        if (e != -EKEYEXPIRED && e != -EALREADY && e != -EIDRM) continue;
+        fprintf(stderr,
+                "shmsem: run %s: lease lost (%s); killing the "
+                "command's process group\n",
+                printable(name).c_str(), shmsem_strerror(e));
+        kill(-group, SIGKILL);
+        return;
+      }
+    });
+  }
+  void stop() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    if (t_.joinable()) t_.join();
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  std::thread t_;
 };
 
 // Shared by the main thread and the signal thread.
@@ -152,6 +201,7 @@ void signal_thread(SignalState *st) {
 [[noreturn]] void exec_child(const Inherited &in, pid_t parent, int errfd,
                              char **argv) {
   sigaction(SIGCHLD, &in.chld, nullptr);
+  if (in.own_group) setpgid(0, 0);
   int err = 0;
   if (prctl(PR_SET_PDEATHSIG, SIGTERM) != 0) err = errno;
   if (!err && getppid() != parent)
@@ -394,6 +444,7 @@ pid_t start_child(SignalState *st, const Inherited &in, int errfd, int readfd,
     exec_child(in, parent, errfd, argv->data());
   }
   st->child = child;
+  if (child > 0 && in.own_group) setpgid(child, child);  // as the child does
   // Not reaped yet, so `child` still names our child.
   if (child > 0) st->pidfd = int(syscall(SYS_pidfd_open, child, 0));
   return child;
@@ -458,7 +509,10 @@ int spawn_holding(const RunOptions &o, Handle *h, SignalState *st,
     return kExitRunFailed;
   }
   report_exec_failure(o, errpipe[0]);
+  LeaseWatch watch;
+  if (in.own_group) watch.start(h->s, lease, child, o.name);
   int status = wait_child(st, child);
+  watch.stop();
   release();
   if (WIFSIGNALED(status)) {
     shmsem_detach(h->s);
@@ -479,6 +533,7 @@ int run_run(RunOptions &o) {
     return kExitRunFailed;
   }
   Inherited in;
+  in.own_group = is_remote_name(o.name);
   SignalState *st = start_signal_thread(&in);
   shmsem_lease_t lease;
   rc = acquire_lease(o, plan, &h, st, &lease);

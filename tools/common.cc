@@ -5,6 +5,7 @@
 #include <limits.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -14,7 +15,15 @@
 
 namespace shmsem::cli {
 
+// A remote name (redis://HOST[:PORT]/POOL, redis+unix:///SOCKET?pool=POOL,
+// shmsem(7) "Across hosts"): the library checks the rest of it.
+bool is_remote_name(const std::string &name) {
+  return strncasecmp(name.c_str(), "redis://", 8) == 0 ||
+         strncasecmp(name.c_str(), "redis+unix://", 13) == 0;
+}
+
 std::string name_problem(const std::string &name) {
+  if (is_remote_name(name)) return "";
   const std::string rule = "must be '/' followed by 1-" +
                            std::to_string(NAME_MAX) + " characters without '/'";
   std::string head = "invalid semaphore name '" + printable(name) + "': ";

@@ -20,6 +20,8 @@ namespace shmsem::cli {
 // "invalid semaphore name '/a/b': must be '/' followed by 1-255 characters
 // without '/'". Same rule as the library (see shmsem_create(3)).
 std::string name_problem(const std::string &name);
+// redis:// or redis+unix:// (any case): a semaphore on a Redis server.
+bool is_remote_name(const std::string &name);
 
 // `text` made safe to print on a terminal: valid UTF-8 stays as it is;
 // every control character (C0, DEL, C1), every byte of invalid UTF-8 and the

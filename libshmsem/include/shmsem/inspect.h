@@ -129,8 +129,9 @@ struct shmsem_inspection {
  * `s` or `out`, or a NULL buffer with a non-zero maximum; -EUCLEAN a
  * counter read is beyond what the geometry allows (a damaged segment;
  * everything is still filled in; shmsem_check tells more); -EXDEV a
- * writable handle from another PID namespace. Allocates memory
- * proportional to the geometry.
+ * writable handle from another PID namespace; -ECOMM, -EIDRM (a remote
+ * semaphore: shmsem(7), "Across hosts"). Allocates memory proportional to
+ * the geometry.
  */
 int shmsem_inspect(shmsem_t *s, struct shmsem_inspection *out,
                    struct shmsem_holder *holders, uint32_t max_holders,

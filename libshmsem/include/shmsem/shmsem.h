@@ -91,6 +91,18 @@
  * same choice: no starvation of large requests, at the cost of idle
  * permits while the head gathers its own.)
  *
+ * Across hosts: a name "redis://HOST[:PORT]/POOL" or
+ * "redis+unix:///PATH/TO/SOCKET?pool=POOL" is a semaphore kept by a Redis 7
+ * server instead (shmsem(7), "Across hosts"; docs/REDIS.md): the same calls,
+ * the same FIFO order and weighted leases, but a lease there has a TTL
+ * (shmsem_config.lease_ttl_ms) that a thread of the holding process renews
+ * while the handle is attached; a lease not renewed in time (its process
+ * killed, stopped, or cut off from the server) is taken back, and its
+ * release then fails with -EKEYEXPIRED. Every call on such a semaphore may
+ * also fail with -ECOMM (the server could not be reached, or did not answer
+ * in time: at most the TTL, within 1 to 5 s, or the caller's deadline) and
+ * -EIDRM (the pool was unlinked, or created anew, since the handle opened).
+ *
  * Rate limit: a semaphore created with a rate (shmsem_config.rate) grants
  * an acquire only when a permit and a token of its token bucket (GCRA on
  * CLOCK_MONOTONIC) are both there, in the same FIFO order; each acquire
@@ -162,8 +174,27 @@ struct shmsem_config {
                               ns, rounded down); 0 none */
   uint32_t burst;          /* ... of which up to `burst` at once; 0 means 1 */
   uint64_t rate_period_ns; /* 0 means one second */
-  uint64_t __reserved[2];  /* must be zero */
+  uint32_t policy;         /* SHMSEM_POLICY_FIFO (0) or SHMSEM_POLICY_BOUNDED */
+  uint32_t lease_ttl_ms;   /* remote backends only (shmsem(7), "Across
+                              hosts"): a lease not kept alive this long is
+                              lost; 0 means SHMSEM_DEFAULT_LEASE_TTL_MS. A
+                              local semaphore takes back a lease only on proof
+                              of its holder's death: nonzero is -EINVAL */
+  uint64_t max_bypass_ns;  /* SHMSEM_POLICY_BOUNDED: how long the head may
+                              wait while newcomers take permits past it; 0
+                              means SHMSEM_DEFAULT_MAX_BYPASS_NS. Nonzero under
+                              SHMSEM_POLICY_FIFO is -EINVAL */
 };
+
+/* Policies (shmsem(7), "Policies"). FIFO: a permit never goes past a queued
+ * waiter. BOUNDED: a newcomer may take a free permit while others queue, for
+ * as long as the head has waited less than max_bypass_ns; after that every
+ * permit goes to the queue, in order, until it is empty. */
+#define SHMSEM_POLICY_FIFO 0u
+#define SHMSEM_POLICY_BOUNDED 1u
+#define SHMSEM_DEFAULT_MAX_BYPASS_NS 1000000ull /* 1 ms */
+#define SHMSEM_MAX_BYPASS_NS 86400000000000ull  /* one day */
+#define SHMSEM_DEFAULT_LEASE_TTL_MS 10000u      /* 10 s */
 
 /* Leases one semaphore without a concurrency limit can have out at once. */
 #define SHMSEM_DEFAULT_RATE_ONLY_PERMITS 1024u
@@ -201,9 +232,10 @@ struct shmsem_config {
  * cfg->max_waiters is not 0 (a capacity changed since by
  * shmsem_set_permits does not count; the mode is not compared); -EPERM it
  * exists and belongs to another user (see SHMSEM_ANY_OWNER); -EPROTONOSUPPORT
- * `name` has a URL scheme ("redis://host:port/pool"), which selects a backend
- * this library was built without (it has none yet); -EACCES, -ENOMEM, -ENOSPC
- * from the system; the errors of shmsem_open.
+ * `name` has a URL scheme that no backend of this build serves (redis:// and
+ * redis+unix:// are served unless built with SHMSEM_REDIS=OFF); -EACCES,
+ * -ENOMEM, -ENOSPC from the system; -EOPNOTSUPP SHMSEM_POLICY_BOUNDED for a
+ * remote semaphore (see "Across hosts"); the errors of shmsem_open.
  */
 int shmsem_create(const char *name, const struct shmsem_config *cfg, int flags,
                   shmsem_t **out);
@@ -214,7 +246,9 @@ int shmsem_create(const char *name, const struct shmsem_config *cfg, int flags,
  * permission; -EBADMSG not a shmsem segment (or not a regular file: a FIFO
  * under the name is refused without blocking), truncated, or not initialised;
  * -EPROTO another layout version; -EXDEV created in another PID namespace;
- * -EPROTONOSUPPORT a name with a URL scheme (see shmsem_create).
+ * -EPROTONOSUPPORT a name with a URL scheme (see shmsem_create); -ECOMM a
+ * remote semaphore's server could not be reached (see "Across hosts"; its
+ * -EPROTO: the server has a newer functions library than this client).
  */
 int shmsem_open(const char *name, int flags, shmsem_t **out);
 
@@ -224,7 +258,7 @@ void shmsem_detach(shmsem_t *s);
 
 /* Remove the name. Processes that have it open keep using it.
  * Errors: -EINVAL bad name; -ENOENT; -EACCES; -EPROTONOSUPPORT a name with
- * a URL scheme (see shmsem_create). */
+ * a URL scheme (see shmsem_create); -ECOMM (a remote semaphore). */
 int shmsem_unlink(const char *name);
 
 /*
@@ -235,7 +269,8 @@ int shmsem_unlink(const char *name);
  * Not interrupted by signals. A cancellation point while asleep (see above).
  * Errors: -ESHUTDOWN closed (before or while waiting); -EBUSY the wait
  * queue is full; -EBADF read-only handle; -EXDEV called from another PID
- * namespace than the semaphore's.
+ * namespace than the semaphore's; -ECOMM, -EIDRM (a remote semaphore: see
+ * "Across hosts").
  */
 int shmsem_acquire(shmsem_t *s, shmsem_lease_t *lease);
 
@@ -243,7 +278,8 @@ int shmsem_acquire(shmsem_t *s, shmsem_lease_t *lease);
  * permit; waits at most about 100 ms for the internal lock if another
  * process holds it (stopped, or a writer named a live thread in it), 1 s
  * while that holder is seen running (preempted on a busy machine).
- * Errors: -EAGAIN no permit now; -ESHUTDOWN; -EBADF; -EXDEV. */
+ * Errors: -EAGAIN no permit now; -ESHUTDOWN; -EBADF; -EXDEV; -ECOMM,
+ * -EIDRM (remote). */
 int shmsem_try_acquire(shmsem_t *s, shmsem_lease_t *lease);
 
 /* As shmsem_acquire, giving up at the absolute CLOCK_MONOTONIC `deadline`
@@ -338,7 +374,8 @@ int shmsem_acquire_ex_n(shmsem_t *s, uint32_t n,
  * as they are released (shmsem_stat's `retiring`); it never revokes a held
  * lease. Shrinking to 0 drains the semaphore: acquires wait until it grows
  * again. Allowed after shutdown. Returns 0.
- * Errors: -EINVAL above max_permits; -EBADF read-only handle; -EXDEV.
+ * Errors: -EINVAL above max_permits; -EBADF read-only handle; -EXDEV;
+ * -ECOMM, -EIDRM (remote).
  */
 int shmsem_set_permits(shmsem_t *s, uint32_t permits);
 
@@ -385,7 +422,8 @@ typedef struct shmsem_waiter {
  * does. On an error `w` is unused. Errors: -ESHUTDOWN closed; -EBUSY the
  * queue is full; -ETIMEDOUT; -EINVAL bad timespec, or `w` is queued;
  * -EBADF read-only handle; -EXDEV another PID namespace (poll and cancel
- * only work on a wait that start admitted).
+ * only work on a wait that start admitted); -EOPNOTSUPP a remote semaphore
+ * (see "Across hosts": no waiter without a thread there yet).
  */
 int shmsem_waiter_start(shmsem_t *s, shmsem_waiter_t *w,
                         const struct timespec *deadline, shmsem_lease_t *lease);
@@ -502,16 +540,43 @@ int shmsem_uring_probe(void);
  * or reclaimed (nothing changes); -EINVAL malformed lease, or a lease of
  * another semaphore (or of an earlier semaphore created under the same name);
  * -EBADF read-only handle; -EXDEV a release that takes the internal lock, from
- * another PID namespace.
+ * another PID namespace; -EKEYEXPIRED the lease expired and was taken back
+ * (a remote semaphore's lease not renewed within its TTL: see "Across
+ * hosts"; nothing changes, and its permits already went on); -ECOMM;
+ * -EIDRM (remote semaphores, above).
  */
 int shmsem_release(shmsem_t *s, shmsem_lease_t *lease);
+
+/*
+ * Renew a remote semaphore's lease now (the handle's keep-alive thread does
+ * it every TTL/3 on its own) and learn whether it is still held: 0 held,
+ * its TTL starting again. One round trip to the server. Errors:
+ * -EKEYEXPIRED the lease expired and was taken back; -EALREADY it was
+ * released; -EINVAL a lease of another semaphore; -EBADF read-only handle;
+ * -ECOMM; -EIDRM; -EOPNOTSUPP a local semaphore (its leases never expire).
+ */
+int shmsem_lease_renew(shmsem_t *s, const shmsem_lease_t *lease);
+
+/*
+ * Fencing (shmsem(7), "Across hosts"): a remote semaphore numbers its grants
+ * with one sequence that only grows, across every index and every restart
+ * of its server; `*seq` is the number of the grant that made `lease`
+ * (held). The lease's `gen` is the generation of its index, which also only
+ * grows: a resource that keeps the highest `gen` it has seen for each index
+ * (shmsem_lease_resource) rejects a holder whose lease was taken back and
+ * granted again. No round trip for a lease this process holds through `s`.
+ * Errors: -EKEYEXPIRED; -EALREADY; -EINVAL; -ECOMM; -EIDRM; -EOPNOTSUPP a
+ * local semaphore.
+ */
+int shmsem_lease_sequence(shmsem_t *s, const shmsem_lease_t *lease,
+                          uint64_t *seq);
 
 /*
  * Close the semaphore for everyone: acquires fail with -ESHUTDOWN, every
  * queued waiter wakes with -ESHUTDOWN. Held leases stay valid and may be
  * released. Returns the number of waiters failed. Idempotent.
  * Errors: -EBADF read-only handle; -EXDEV a writable handle from another
- * PID namespace.
+ * PID namespace; -ECOMM, -EIDRM (remote).
  */
 int shmsem_shutdown(shmsem_t *s);
 
@@ -526,9 +591,9 @@ int shmsem_shutdown(shmsem_t *s);
  * took leases without the lock; then one more scan gives back free leases
  * that no thread names (only a writer into the segment makes one). Returns
  * the number of permits (a weighted lease of n counts n) plus slots
- * reclaimed, plus free permits given back.
- * Errors: -EBADF read-only handle; -EXDEV a writable handle from another
- * PID namespace.
+ * reclaimed, plus free permits given back. Remote: the leases and waiters
+ * whose TTL passed. Errors: -EBADF read-only handle; -EXDEV a writable
+ * handle from another PID namespace; -ECOMM, -EIDRM (remote).
  */
 int shmsem_recover(shmsem_t *s);
 
@@ -617,7 +682,8 @@ struct shmsem_stat {
 
 /* Snapshot the state and counters (takes the internal lock briefly unless
  * the handle is read-only, in which case the snapshot may be torn).
- * Errors: -EXDEV a writable handle from another PID namespace. */
+ * Errors: -EXDEV a writable handle from another PID namespace; -ECOMM,
+ * -EIDRM (remote). */
 int shmsem_stat(shmsem_t *s, struct shmsem_stat *st);
 
 /* shmsem_hist_quantile(st->wait_hist, q). */
@@ -637,7 +703,8 @@ uint64_t shmsem_stat_hold_quantile(const struct shmsem_stat *st, double q);
  * the token may declare; the last declaration counts. Errors: -EINVAL bad
  * token, or hold_ns above SHMSEM_MAX_DECLARED_NS (about 12.7 days);
  * -EALREADY the lease was released; -EBADF read-only handle; -EXDEV a
- * handle from another PID namespace.
+ * handle from another PID namespace; -EKEYEXPIRED, -ECOMM, -EIDRM (remote:
+ * see shmsem_release).
  */
 #define SHMSEM_MAX_DECLARED_NS (((uint64_t)1 << 40) * 1000 - 1000)
 int shmsem_declare_hold(shmsem_t *s, const shmsem_lease_t *lease,
@@ -651,7 +718,8 @@ int shmsem_declare_hold(shmsem_t *s, const shmsem_lease_t *lease,
  * INV-ATTRIB, INV-GATE, INV-PROCS, INV-QUEUE, INV-FREE, INV-NOBYPASS,
  * INV-GRANT, INV-CLOSED, INV-WATCH, INV-USED.
  * O(permits + max_waiters). Errors: -EUCLEAN an invariant is broken;
- * -EXDEV a writable handle from another PID namespace.
+ * -EXDEV a writable handle from another PID namespace; -ECOMM, -EIDRM
+ * (remote).
  */
 int shmsem_check(shmsem_t *s);
 

@@ -76,15 +76,32 @@ struct Backend {
   int (*waiter_wake_by)(const shmsem_waiter_t *w, timespec *at);
   int (*waiter_poll)(shmsem_waiter_t *w, shmsem_lease_t *lease);
   int (*waiter_cancel)(shmsem_waiter_t *w, shmsem_lease_t *lease);
+
+  // --- leases that expire (remote backends; nullptr: -EOPNOTSUPP) --------
+  // shmsem_lease_renew: keep `lease` alive now; 0, -EKEYEXPIRED, -EALREADY.
+  int (*lease_renew)(shmsem_t *s, const shmsem_lease_t *lease);
+  // shmsem_lease_sequence: the global grant sequence number of `lease`.
+  int (*lease_sequence)(shmsem_t *s, const shmsem_lease_t *lease,
+                        uint64_t *seq);
 };
 
 // The shared-memory backend (shm_backend.cc). Hidden, as everything here
 // is (-fvisibility=hidden covers definitions, not this declaration).
 extern const Backend kShmBackend __attribute__((visibility("hidden")));
 
+#ifdef SHMSEM_HAVE_REDIS
+// The Redis backend (redis/table.cc, the layer above this one).
+extern const Backend kRedisBackend __attribute__((visibility("hidden")));
+#endif
+
 // Every backend of this build, the shm backend first. The Redis backend
 // (issue 27) adds itself here, and nowhere else in this layer.
-inline constexpr const Backend *kBackends[] = {&kShmBackend};
+inline constexpr const Backend *kBackends[] = {&kShmBackend
+#ifdef SHMSEM_HAVE_REDIS
+                                               ,
+                                               &kRedisBackend
+#endif
+};
 static_assert(kBackends[0] == &kShmBackend);
 
 #ifdef SHMSEM_TESTING

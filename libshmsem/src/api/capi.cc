@@ -221,6 +221,21 @@ SHMSEM_API int shmsem_release(shmsem_t *s, shmsem_lease_t *lease) {
   return d::backend_of(s)->release(s, lease);
 }
 
+// Leases that expire are a remote backend's (shmsem(7), "Across hosts"):
+// a local lease never expires, and has no global grant sequence.
+SHMSEM_API int shmsem_lease_renew(shmsem_t *s, const shmsem_lease_t *lease) {
+  if (!s || !lease) return -EINVAL;
+  const d::Backend *b = d::backend_of(s);
+  return b->lease_renew ? b->lease_renew(s, lease) : -EOPNOTSUPP;
+}
+
+SHMSEM_API int shmsem_lease_sequence(shmsem_t *s, const shmsem_lease_t *lease,
+                                     uint64_t *seq) {
+  if (!s || !lease || !seq) return -EINVAL;
+  const d::Backend *b = d::backend_of(s);
+  return b->lease_sequence ? b->lease_sequence(s, lease, seq) : -EOPNOTSUPP;
+}
+
 SHMSEM_API int shmsem_declare_hold(shmsem_t *s, const shmsem_lease_t *lease,
                                    uint64_t hold_ns) {
   return d::backend_of(s)->declare_hold(s, lease, hold_ns);
@@ -364,7 +379,13 @@ SHMSEM_API const char *shmsem_strerror(int err) {
     case EINPROGRESS:
       return "still waiting for a permit";
     case EOPNOTSUPP:
-      return "not supported by this kernel";
+      return "not supported by this kernel or backend";
+    case EKEYEXPIRED:
+      return "lease expired (not kept alive) and was taken back";
+    case ECOMM:
+      return "semaphore server unreachable or not answering";
+    case EIDRM:
+      return "semaphore was removed";
     case EPROTONOSUPPORT:
       return "no backend for this kind of name";
     case EACCES:

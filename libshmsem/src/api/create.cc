@@ -129,8 +129,10 @@ int build_of(const shmsem_config *cfg, Build *b) {
   // owner (an unprivileged user wrote an ELF into a 04777 one and ran it).
   if (cfg->max_waiters > SHMSEM_MAX_WAITERS || (cfg->mode & ~0666u))
     return -EINVAL;
-  for (uint64_t r : cfg->__reserved)
-    if (r) return -EINVAL;
+  // lease_ttl_ms is a remote backend's (a local lease is taken back only
+  // on proof of its holder's death); policy and max_bypass_ns are taken as
+  // zero until the bounded policy lands (they were reserved words before).
+  if (cfg->policy || cfg->lease_ttl_ms || cfg->max_bypass_ns) return -EINVAL;
   if (cfg->permits > SHMSEM_MAX_PERMITS ||
       cfg->max_permits > SHMSEM_MAX_PERMITS)
     return -EINVAL;

@@ -1,0 +1,240 @@
+// Acquiring from a Redis pool. One call (shmsem_acquire) grants at once
+// when nobody queues and enough permits are free, or queues the caller
+// with a ticket; then the waiter blocks in BLPOP on its own mailbox key
+// ("base:mb:TICKET"), on a connection of its own, until the grant (or
+// shutdown, or its reaping) is pushed there. Each BLPOP lasts at most a
+// third of the waiter's keep-alive TTL and at most until the deadline;
+// between two, the waiter renews its place (shmsem_wait_renew), so a dead
+// waiter leaves the queue within that TTL. At the deadline, or when its
+// cancel handle fired, the waiter calls shmsem_cancel: one transition on
+// the server against the grant, which returns the lease if the grant won.
+// No pub/sub, no keyspace events, no polling of the pool's state.
+//
+// A cancel handle fired by another thread is seen when the current BLPOP
+// ends: at most kCancelCheckMs later (docs/REDIS.md: the shm backend's
+// cancel_fire does not reach a mailbox yet).
+#include <errno.h>
+#include <stdio.h>
+#include <unistd.h>
+
+#include "cancel_handle.h"
+#include "clock.h"
+#include "ops.h"
+#include "pool.h"
+
+namespace shmsem::detail {
+namespace {
+
+constexpr uint64_t kMs = 1000000;
+constexpr uint64_t kCancelCheckMs = 100;
+// How long past a deadline a waiter still waits for the server's answer
+// to its cancel (a paused server: then the wait ends -ETIMEDOUT).
+constexpr int kGraceMs = 250;
+// Consecutive failed waits (no answer, broken connection) before a wait
+// without deadline gives up with -ECOMM.
+constexpr int kMaxFailures = 3;
+
+// A grant reply: "granted" idx gen seq n, at `at` in the reply.
+int take_grant(Pool *p, const Reply &r, size_t at, shmsem_lease_t *lease) {
+  int64_t idx, gen, seq, n;
+  if (!r.num(at, 0, p->max_permits - 1, &idx) ||
+      !r.num(at + 1, 1, INT64_MAX, &gen) ||
+      !r.num(at + 2, 1, INT64_MAX, &seq) ||
+      !r.num(at + 3, 1, p->max_permits, &n))
+    return kBadReply;
+  lease->gen = uint64_t(gen);
+  lease->sem = p->sem;
+  lease->index = uint32_t(idx);
+  lease->__reserved = 0;
+  // A lease the keep-alive cannot hold (no thread) is still the caller's
+  // until its TTL: held, but not renewed.
+  keepalive_add(p, HeldLease{uint32_t(idx), uint64_t(gen), uint64_t(seq)});
+  return 0;
+}
+
+// The outcome of a call that may grant: 0 with the lease, 1 with a ticket
+// (queued), or an error.
+int grant_or_ticket(Pool *p, const Reply &r, uint64_t *ticket,
+                    shmsem_lease_t *lease) {
+  const std::string st = r.status();
+  if (st == "granted")
+    return r.size() == 5 ? take_grant(p, r, 1, lease) : kBadReply;
+  if (st == "queued") {
+    int64_t t;
+    if (r.size() != 2 || !r.num(1, 1, INT64_MAX, &t)) return kBadReply;
+    *ticket = uint64_t(t);
+    return 1;
+  }
+  return status_errno(st);
+}
+
+// The waiter decides its wait is over (reason "timeout" or "cancel").
+int resolve(Pool *p, uint64_t ticket, const char *reason, shmsem_lease_t *lease,
+            int timeout_ms) {
+  Reply r;
+  int e = pool_call(p, "shmsem_cancel", {std::to_string(ticket), reason}, &r,
+                    timeout_ms);
+  // Past its deadline with the server silent: the wait ends; a grant that
+  // won meanwhile is never renewed and expires within a TTL.
+  if (e == -ECOMM && reason[0] == 't') return -ETIMEDOUT;
+  if (e < 0) return e;
+  uint64_t unused;
+  e = grant_or_ticket(p, r, &unused, lease);
+  // The waiter was reaped (or its mailbox lost): it owns nothing.
+  if (e == -EKEYEXPIRED) return reason[0] == 't' ? -ETIMEDOUT : -ECANCELED;
+  return e == 1 ? kBadReply : e;
+}
+
+// A mailbox message: "G idx gen seq n", "S" (shutdown), "X" (reaped: its
+// keep-alive lapsed, so the server could not be reached for a while).
+int take_message(Pool *p, const std::string &m, shmsem_lease_t *lease) {
+  if (m == "S") return -ESHUTDOWN;
+  if (m == "X") return -ECOMM;
+  unsigned long long idx, gen, seq, n;
+  char tail;
+  if (sscanf(m.c_str(), "G %llu %llu %llu %llu%c", &idx, &gen, &seq, &n,
+             &tail) != 4 ||
+      idx >= p->max_permits || gen == 0 || seq == 0 || n == 0 ||
+      n > p->max_permits)
+    return kBadReply;
+  lease->gen = gen;
+  lease->sem = p->sem;
+  lease->index = uint32_t(idx);
+  lease->__reserved = 0;
+  keepalive_add(p, HeldLease{uint32_t(idx), gen, seq});
+  return 0;
+}
+
+struct Wait {
+  Pool *p;
+  uint64_t ticket;
+  const timespec *deadline;
+  shmsem_cancel_t *cancel;
+  std::string key;
+};
+
+// How long the next BLPOP may block (ms), bounded by the keep-alive, the
+// deadline and a cancel handle; 0 when the deadline has passed.
+uint64_t next_block_ms(const Wait &w) {
+  uint64_t ms = w.p->wttl_ms / 3 + 1;
+  if (w.cancel && ms > kCancelCheckMs) ms = kCancelCheckMs;
+  if (w.deadline) {
+    const uint64_t now = mono_ns(), d = ts_to_ns(*w.deadline);
+    if (now >= d) return 0;
+    const uint64_t left = (d - now + kMs - 1) / kMs;
+    if (left < ms) ms = left;
+  }
+  return ms;
+}
+
+// How long a call may take: the handle's limit, or less, to end by the
+// deadline (and its grace).
+int call_timeout_ms(const Wait &w) {
+  const int io = io_timeout_ms(w.p);
+  if (!w.deadline) return io;
+  const uint64_t now = mono_ns(), d = ts_to_ns(*w.deadline);
+  const uint64_t left = (d > now ? (d - now) / kMs : 0) + kGraceMs;
+  return left < uint64_t(io) ? int(left) : io;
+}
+
+// One BLPOP: 0 and the message, 1 nothing came, or -ECOMM.
+int block_once(Wait &w, Conn *c, uint64_t ms, std::string *msg) {
+  if (!c->connected()) {
+    const int e = c->connect(w.p->ep, io_timeout_ms(w.p));
+    if (e < 0) return e;
+  }
+  char secs[32];
+  snprintf(secs, sizeof secs, "%llu.%03llu",
+           static_cast<unsigned long long>(ms / 1000),
+           static_cast<unsigned long long>(ms % 1000));
+  Reply r;
+  const int slack = w.deadline ? kGraceMs : io_timeout_ms(w.p);
+  const int e = c->call({"BLPOP", w.key, secs}, int(ms) + slack, &r);
+  if (e < 0) return e;
+  if (r.is_nil()) return 1;
+  if (r.size() != 2 || !r.str(1, msg)) return kBadReply;
+  return 0;
+}
+
+// Between two BLPOPs: renew the place; 0 still queued (or done: the
+// mailbox has the outcome), or an error.
+int keep_place(Wait &w) {
+  Reply r;
+  const int e =
+      pool_call(w.p, "shmsem_wait_renew", {std::to_string(w.ticket)}, &r);
+  if (e < 0) return e;
+  const std::string st = r.status();
+  return st == "queued" || st == "done" ? 0 : status_errno(st);
+}
+
+int wait_loop(Wait &w, Conn *c, shmsem_lease_t *lease) {
+  int failures = 0;
+  for (;;) {
+    const uint64_t ms = next_block_ms(w);
+    if (ms == 0) return resolve(w.p, w.ticket, "timeout", lease, kGraceMs);
+    if (w.cancel && cancel_fired(w.cancel))
+      return resolve(w.p, w.ticket, "cancel", lease, 0);
+    std::string msg;
+    const int got = block_once(w, c, ms, &msg);
+    if (got == 0) return take_message(w.p, msg, lease);
+    if (got < 0 && !w.deadline && ++failures >= kMaxFailures) return got;
+    if (got < 0) continue;  // the deadline bounds the retries
+    failures = 0;
+    const int e = keep_place(w);
+    if (e == -ECOMM && w.deadline) continue;
+    if (e < 0) return e;
+  }
+}
+
+}  // namespace
+
+int redis_try_acquire(shmsem_t *s, uint32_t n, shmsem_lease_t *lease) {
+  Pool *p = pool_of(s);
+  pool_enter(p);
+  if (p->rdonly) return -EBADF;
+  if (n == 0 || n > p->max_permits) return -EINVAL;
+  Reply r;
+  int e = pool_call(p, "shmsem_acquire",
+                    {std::to_string(n), "0", std::to_string(getpid())}, &r);
+  if (e < 0) return e;
+  uint64_t ticket;
+  e = grant_or_ticket(p, r, &ticket, lease);
+  return e == 1 ? kBadReply : e;
+}
+
+int redis_acquire(shmsem_t *s, uint32_t n, const timespec *deadline,
+                  shmsem_cancel_t *cancel, unsigned flags,
+                  shmsem_lease_t *lease) {
+  if (!s || !lease) return -EINVAL;
+  Pool *p = pool_of(s);
+  pool_enter(p);
+  if (p->rdonly) return -EBADF;
+  if (n == 0 || n > p->max_permits || (flags & ~SHMSEM_WAIT_INTERRUPTIBLE))
+    return -EINVAL;
+  if (deadline && (deadline->tv_nsec < 0 || deadline->tv_nsec > 999999999 ||
+                   deadline->tv_sec < 0))
+    return -EINVAL;
+  if (cancel && cancel_fired(cancel)) return -ECANCELED;
+  Wait w{p, 0, deadline, cancel, ""};
+  if (deadline && next_block_ms(w) == 0) {
+    const int e = redis_try_acquire(s, n, lease);
+    return e == -EAGAIN ? -ETIMEDOUT : e;
+  }
+  Reply r;
+  int e = pool_call(p, "shmsem_acquire",
+                    {std::to_string(n), "1", std::to_string(getpid())}, &r,
+                    call_timeout_ms(w));
+  // No answer by the deadline: whatever the server did expires unrenewed.
+  if (e == -ECOMM && deadline && next_block_ms(w) == 0) return -ETIMEDOUT;
+  if (e < 0) return e;
+  e = grant_or_ticket(p, r, &w.ticket, lease);
+  if (e != 1) return e;
+  w.key = p->base + ":mb:" + std::to_string(w.ticket);
+  Conn *c = waiter_conn(p);
+  if (!c) return resolve(p, w.ticket, "cancel", lease, 0) == 0 ? 0 : -ECOMM;
+  e = wait_loop(w, c, lease);
+  waiter_conn_done(p, c);
+  return e;
+}
+
+}  // namespace shmsem::detail

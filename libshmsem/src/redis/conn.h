@@ -1,0 +1,90 @@
+// One connection to a Redis server (hiredis, blocking, with a socket
+// timeout per call) and the checked reading of replies: the server is
+// input like shared memory is, so every reply is checked for its type and
+// range before use, and a reply of the wrong shape is an error
+// (kBadReply), never a crash.
+#ifndef SHMSEM_SRC_REDIS_CONN_H
+#define SHMSEM_SRC_REDIS_CONN_H
+
+#include <errno.h>
+#include <stdint.h>
+
+#include <string>
+#include <vector>
+
+#include "endpoint.h"
+
+struct redisContext;
+struct redisReply;
+
+namespace shmsem::detail {
+
+// A reply, owned (freeReplyObject on destruction).
+class Reply {
+ public:
+  Reply() = default;
+  ~Reply();
+  Reply(const Reply &) = delete;
+  Reply &operator=(const Reply &) = delete;
+  void reset(redisReply *r);
+  const redisReply *get() const { return r_; }
+
+  bool is_nil() const;
+  bool is_error() const;
+  // An array reply's size (0 for any other type).
+  size_t size() const;
+  // Element i of an array as a string (a bulk or status string), or false.
+  bool str(size_t i, std::string *out) const;
+  // Element i of an array as an integer in [lo, hi] (an integer reply, or
+  // a string of decimal digits), or false.
+  bool num(size_t i, int64_t lo, int64_t hi, int64_t *out) const;
+  // The first element of an array reply: the function's status word; ""
+  // for anything else.
+  std::string status() const;
+
+ private:
+  redisReply *r_ = nullptr;
+};
+
+class Conn {
+ public:
+  Conn() = default;
+  ~Conn();
+  Conn(const Conn &) = delete;
+  Conn &operator=(const Conn &) = delete;
+
+  // Connect (close-on-exec), within timeout_ms. 0, or -ECOMM.
+  int connect(const Endpoint &ep, int timeout_ms);
+  bool connected() const { return c_ != nullptr; }
+  void close();
+  // Forget the connection without a word to the server: in a fork child,
+  // whose parent still uses the same socket (the descriptor is closed, the
+  // socket stays the parent's).
+  void abandon();
+  // Run one command within timeout_ms (the socket's send and receive
+  // timeout). 0 with *out; -ECOMM if the server did not answer in time or
+  // the connection broke (the connection is then closed: a late answer
+  // must never be read as the next one's). An error reply is 0 with
+  // out->is_error().
+  int call(const std::vector<std::string> &args, int timeout_ms, Reply *out);
+
+ private:
+  redisContext *c_ = nullptr;
+};
+
+// A reply this client does not understand: for the caller, like a server
+// that does not answer (-ECOMM; shmsem(7), "Across hosts").
+inline constexpr int kBadReply = -ECOMM;
+
+// The version of the functions library (shmsem.lua's LIBRARY_VERSION).
+inline constexpr int64_t kLibraryVersion = 1;
+// The library's source, embedded at build time (library.cc, generated).
+extern const char kLibrarySource[];
+
+// Make sure the server has our library: load it if missing, replace an
+// older one. 0; -EPROTO a newer library than this client knows; -ECOMM.
+int ensure_library(Conn *c, int timeout_ms);
+
+}  // namespace shmsem::detail
+
+#endif  // SHMSEM_SRC_REDIS_CONN_H

@@ -1,0 +1,119 @@
+// The keep-alive (pool.h): one thread per handle, started at its first
+// lease, renews every lease the process holds through the handle every
+// TTL/3 in one call (shmsem_renew), on a connection of its own, so that a
+// holder that lives keeps its leases and one that dies (or stops, or loses
+// the server for a TTL) loses them. A lease the server says is gone
+// (expired, released elsewhere) is forgotten here; its holder hears
+// -EKEYEXPIRED from release and shmsem_lease_renew. All signals are
+// blocked in the thread: the caller's handlers never run on it.
+#include <errno.h>
+#include <signal.h>
+#include <string.h>
+
+#include <algorithm>
+#include <chrono>
+#include <string>
+
+#include "pool.h"
+
+namespace shmsem::detail {
+namespace {
+
+// One renewal of `held` on `c`: the leases the server no longer holds are
+// dropped from the handle's list.
+void renew_once(Pool *p, Conn *c, const std::vector<HeldLease> &held) {
+  std::vector<std::string> args;
+  for (const HeldLease &l : held) {
+    args.push_back(std::to_string(l.index));
+    args.push_back(std::to_string(l.gen));
+  }
+  Reply r;
+  const int timeout = int(p->ttl_ms / 3 > 0 ? p->ttl_ms / 3 : 1);
+  if (conn_call(p, c, "shmsem_renew", args, &r, timeout) < 0) return;
+  if (r.status() != "ok" || r.size() != held.size() + 2) return;
+  std::lock_guard<std::mutex> lock(p->ka_mu);
+  for (size_t i = 0; i < held.size(); i++) {
+    std::string st;
+    if (!r.str(i + 1, &st) || st == "held") continue;
+    auto &v = p->leases;
+    v.erase(std::remove_if(v.begin(), v.end(),
+                           [&](const HeldLease &l) {
+                             return l.index == held[i].index &&
+                                    l.gen == held[i].gen;
+                           }),
+            v.end());
+  }
+}
+
+void *keepalive_main(void *arg) {
+  Pool *p = static_cast<Pool *>(arg);
+  Conn c;
+  const auto period = std::chrono::milliseconds(p->ttl_ms / 3 + 1);
+  std::unique_lock<std::mutex> lock(p->ka_mu);
+  while (!p->ka_stop) {
+    if (p->leases.empty()) {
+      p->ka_cv.wait(lock);
+      continue;
+    }
+    p->ka_cv.wait_for(lock, period);
+    if (p->ka_stop || p->leases.empty()) continue;
+    const std::vector<HeldLease> held = p->leases;
+    lock.unlock();
+    renew_once(p, &c, held);
+    lock.lock();
+  }
+  return nullptr;
+}
+
+// Start the thread with every signal blocked. Called with ka_mu held.
+int start_thread(Pool *p) {
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old);
+  const int e = pthread_create(&p->ka_thread, nullptr, keepalive_main, p);
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  if (e != 0) return -e;
+  p->ka_running = true;
+  return 0;
+}
+
+}  // namespace
+
+int keepalive_add(Pool *p, const HeldLease &l) {
+  std::lock_guard<std::mutex> lock(p->ka_mu);
+  if (!p->ka_running && !p->ka_stop) {
+    const int e = start_thread(p);
+    if (e < 0) return e;
+  }
+  p->leases.push_back(l);
+  p->ka_cv.notify_all();
+  return 0;
+}
+
+bool keepalive_remove(Pool *p, uint32_t index, uint64_t gen, uint64_t *seq) {
+  std::lock_guard<std::mutex> lock(p->ka_mu);
+  auto &v = p->leases;
+  for (size_t i = 0; i < v.size(); i++) {
+    if (v[i].index != index || v[i].gen != gen) continue;
+    if (seq) {
+      *seq = v[i].seq;
+      return true;
+    }
+    v.erase(v.begin() + long(i));
+    return true;
+  }
+  return false;
+}
+
+void keepalive_stop(Pool *p) {
+  bool join = false;
+  {
+    std::lock_guard<std::mutex> lock(p->ka_mu);
+    p->ka_stop = true;
+    join = p->ka_running;
+    p->ka_cv.notify_all();
+  }
+  if (join) pthread_join(p->ka_thread, nullptr);
+}
+
+}  // namespace shmsem::detail

@@ -1,0 +1,457 @@
+// The Redis backend against a real redis-server (redis_server.h): one
+// server per test binary run, started on a unix socket and a free loopback
+// port in a temporary directory, stopped at the end. Races are decided by
+// the server: where a test needs an order (a cancel before or after a
+// grant) it issues the functions' calls itself in that order. Waits for
+// something that takes a TTL are bounded by a deadline, never asserted
+// with a fixed sleep.
+#include <gtest/gtest.h>
+#include <shmsem/inspect.h>
+#include <shmsem/shmsem.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "redis_server.h"
+#include "support/process.h"
+
+namespace shmsem::test {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+RedisServer *g_server = nullptr;
+
+class Env : public ::testing::Environment {
+ public:
+  void SetUp() override {
+    g_server = new RedisServer;
+    if (!g_server->start()) {
+      fprintf(stderr, "redis-server: %s\n", g_server->error().c_str());
+      delete g_server;
+      g_server = nullptr;
+    }
+  }
+  void TearDown() override {
+    delete g_server;
+    g_server = nullptr;
+  }
+};
+const auto *g_env = ::testing::AddGlobalTestEnvironment(new Env);
+
+// A pool on the test server, unlinked at the end.
+class RedisPool : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!g_server) GTEST_SKIP() << "redis-server could not be started";
+    if (!g_server->running() && !g_server->start())
+      GTEST_SKIP() << "redis-server: " << g_server->error();
+    g_server->resume();
+    pool_ = unique_pool("p");
+    name_ = g_server->unix_name(pool_);
+  }
+  void TearDown() override {
+    if (g_server) g_server->resume();
+    if (s_) shmsem_detach(s_);
+    if (g_server && g_server->running()) shmsem_unlink(name_.c_str());
+  }
+  // Create the pool: `permits`, a TTL of ttl_ms (0: the default).
+  void make(uint32_t permits, uint32_t ttl_ms = 0, uint32_t max_permits = 0) {
+    shmsem_config cfg{};
+    cfg.permits = permits;
+    cfg.max_permits = max_permits;
+    cfg.lease_ttl_ms = ttl_ms;
+    ASSERT_EQ(shmsem_create(name_.c_str(), &cfg, SHMSEM_EXCL, &s_), 0);
+  }
+  struct shmsem_stat pool_stat() {
+    struct shmsem_stat st{};
+    EXPECT_EQ(shmsem_stat(s_, &st), 0);
+    return st;
+  }
+  // Wait (bounded) until `waiting` waiters queue.
+  bool await_waiting(uint32_t waiting) {
+    const auto until = Clock::now() + std::chrono::seconds(20);
+    while (Clock::now() < until) {
+      struct shmsem_stat st{};
+      if (shmsem_stat(s_, &st) == 0 && st.waiting == waiting) return true;
+      std::this_thread::sleep_for(milliseconds(5));
+    }
+    return false;
+  }
+  // A function of the library called by hand: FCALL fn 1 base id args...
+  std::vector<std::string> fcall(const std::string &fn,
+                                 const std::vector<std::string> &args) {
+    const std::string base = "shmsem:{" + pool_ + "}";
+    std::vector<std::string> id = g_server->command({"HGET", base, "id"});
+    std::vector<std::string> argv{"FCALL", fn, "1", base, id.at(0)};
+    argv.insert(argv.end(), args.begin(), args.end());
+    return g_server->command(argv);
+  }
+
+  std::string pool_, name_;
+  shmsem_t *s_ = nullptr;
+};
+
+TEST(RedisNames, BadNamesAreInvalid) {
+  shmsem_config cfg{};
+  cfg.permits = 1;
+  shmsem_t *s = nullptr;
+  for (const char *name :
+       {"redis://", "redis:///p", "redis://h:0/p", "redis://h:99999/p",
+        "redis://h/", "redis://h/a{b}", "redis://h/a:b", "redis://[::1/p",
+        "redis+unix://relative?pool=p", "redis+unix:///tmp/s",
+        "redis+unix:///tmp/s?pool=", "redis+unix:///tmp/s?x=p"}) {
+    EXPECT_EQ(shmsem_create(name, &cfg, 0, &s), -EINVAL) << name;
+    EXPECT_EQ(s, nullptr);
+  }
+}
+
+TEST(RedisNames, UnreachableServerIsECOMM) {
+  shmsem_t *s = nullptr;
+  EXPECT_EQ(shmsem_open("redis+unix:///nonexistent/redis.sock?pool=p", 0, &s),
+            -ECOMM);
+  EXPECT_EQ(s, nullptr);
+}
+
+TEST_F(RedisPool, CreateOpenUnlink) {
+  make(3, 0, 5);
+  shmsem_config cfg{};
+  cfg.permits = 3;
+  cfg.max_permits = 5;
+  shmsem_t *again = nullptr;
+  EXPECT_EQ(shmsem_create(name_.c_str(), &cfg, SHMSEM_EXCL, &again), -EEXIST);
+  cfg.permits = 4;
+  EXPECT_EQ(shmsem_create(name_.c_str(), &cfg, 0, &again), -EEXIST);
+  cfg.permits = 3;
+  ASSERT_EQ(shmsem_create(name_.c_str(), &cfg, 0, &again), 0);
+  shmsem_detach(again);
+  // The same pool over TCP.
+  const std::string tcp = g_server->tcp_name(pool_);
+  ASSERT_EQ(shmsem_open(tcp.c_str(), 0, &again), 0);
+  struct shmsem_stat st{};
+  ASSERT_EQ(shmsem_stat(again, &st), 0);
+  EXPECT_EQ(st.permits, 3u);
+  EXPECT_EQ(st.max_permits, 5u);
+  EXPECT_EQ(st.available, 3u);
+  EXPECT_EQ(shmsem_unlink(tcp.c_str()), 0);
+  EXPECT_EQ(shmsem_unlink(tcp.c_str()), -ENOENT);
+  EXPECT_EQ(shmsem_open(name_.c_str(), 0, &again), 0 - ENOENT);
+  shmsem_lease_t l;
+  EXPECT_EQ(shmsem_try_acquire(s_, &l), -EIDRM);
+}
+
+TEST_F(RedisPool, LocalOnlyConfigIsRefused) {
+  shmsem_config cfg{};
+  cfg.permits = 1;
+  cfg.rate = 10;
+  shmsem_t *s = nullptr;
+  EXPECT_EQ(shmsem_create(name_.c_str(), &cfg, 0, &s), -EINVAL);
+  cfg.rate = 0;
+  cfg.policy = SHMSEM_POLICY_BOUNDED;
+  EXPECT_EQ(shmsem_create(name_.c_str(), &cfg, 0, &s), -EOPNOTSUPP);
+}
+
+TEST_F(RedisPool, ReleaseExactlyOnce) {
+  make(1);
+  shmsem_lease_t l, other;
+  ASSERT_EQ(shmsem_acquire(s_, &l), 0);
+  EXPECT_EQ(shmsem_try_acquire(s_, &other), -EAGAIN);
+  EXPECT_EQ(shmsem_lease_resource(&l), 0u);
+  shmsem_lease_t forged = l;
+  forged.sem ^= 1;
+  EXPECT_EQ(shmsem_release(s_, &forged), -EINVAL);
+  EXPECT_EQ(shmsem_release(s_, &l), 0);
+  EXPECT_EQ(shmsem_release(s_, &l), -EALREADY);
+  EXPECT_EQ(shmsem_lease_renew(s_, &l), -EALREADY);
+  EXPECT_EQ(pool_stat().available, 1u);
+  EXPECT_EQ(shmsem_check(s_), 0);
+}
+
+TEST_F(RedisPool, FifoAcrossProcesses) {
+  make(1);
+  shmsem_lease_t held;
+  ASSERT_EQ(shmsem_acquire(s_, &held), 0);
+  constexpr int kChildren = 4;
+  int fds[2];
+  ASSERT_EQ(pipe(fds), 0);
+  Children kids;
+  for (int i = 0; i < kChildren; i++) {
+    kids.spawn([&, i] {
+      shmsem_lease_t l;
+      if (shmsem_acquire(s_, &l) != 0) return 1;
+      const char c = char('0' + i);
+      if (write(fds[1], &c, 1) != 1) return 2;
+      return shmsem_release(s_, &l) == 0 ? 0 : 3;
+    });
+    ASSERT_TRUE(await_waiting(uint32_t(i + 1)));  // queued in this order
+  }
+  ASSERT_EQ(shmsem_release(s_, &held), 0);
+  std::string order;
+  for (int i = 0; i < kChildren; i++) {
+    char c;
+    ASSERT_EQ(read(fds[0], &c, 1), 1);
+    order += c;
+  }
+  EXPECT_EQ(order, "0123");
+  EXPECT_TRUE(kids.wait_all_ok());
+  close(fds[0]);
+  close(fds[1]);
+}
+
+TEST_F(RedisPool, WeightedHeadOfLineIsNotOvertaken) {
+  make(3);
+  shmsem_lease_t two;
+  ASSERT_EQ(shmsem_acquire_n(s_, 2, &two), 0);
+  std::vector<std::string> r = fcall("shmsem_acquire", {"2", "1", "1"});
+  ASSERT_EQ(r.at(0), "queued");  // needs 2, 1 free: waits at the head
+  shmsem_lease_t one;
+  EXPECT_EQ(shmsem_try_acquire(s_, &one), -EAGAIN);  // no barging
+  ASSERT_EQ(shmsem_release(s_, &two), 0);
+  // The head's grant is in its mailbox.
+  r = g_server->command({"LPOP", "shmsem:{" + pool_ + "}:mb:" + r.at(1)});
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_EQ(r[0].substr(0, 2), "G ");
+  EXPECT_EQ(pool_stat().held, 2u);
+  EXPECT_EQ(shmsem_acquire_n(s_, 4, &one), -EINVAL);
+}
+
+// The server orders them: the grant first, then the cancel, which returns
+// the lease; or the cancel first, which leaves owning nothing.
+TEST_F(RedisPool, CancelAfterGrantReturnsTheLease) {
+  make(1);
+  shmsem_lease_t held;
+  ASSERT_EQ(shmsem_acquire(s_, &held), 0);
+  std::vector<std::string> q = fcall("shmsem_acquire", {"1", "1", "1"});
+  ASSERT_EQ(q.at(0), "queued");
+  ASSERT_EQ(shmsem_release(s_, &held), 0);  // grants the waiter
+  std::vector<std::string> c = fcall("shmsem_cancel", {q.at(1), "timeout"});
+  ASSERT_EQ(c.at(0), "granted");
+  EXPECT_EQ(pool_stat().held, 1u);
+  EXPECT_EQ(pool_stat().timeouts, 0u);
+  EXPECT_EQ(fcall("shmsem_release", {c.at(1), c.at(2)}).at(0), "ok");
+}
+
+TEST_F(RedisPool, CancelBeforeGrantOwnsNothing) {
+  make(1);
+  shmsem_lease_t held;
+  ASSERT_EQ(shmsem_acquire(s_, &held), 0);
+  std::vector<std::string> q = fcall("shmsem_acquire", {"1", "1", "1"});
+  ASSERT_EQ(q.at(0), "queued");
+  EXPECT_EQ(fcall("shmsem_cancel", {q.at(1), "cancel"}).at(0), "canceled");
+  ASSERT_EQ(shmsem_release(s_, &held), 0);
+  const struct shmsem_stat st = pool_stat();
+  EXPECT_EQ(st.available, 1u);
+  EXPECT_EQ(st.cancellations, 1u);
+}
+
+TEST_F(RedisPool, TimeoutOwnsNothing) {
+  make(1);
+  shmsem_lease_t held, l;
+  ASSERT_EQ(shmsem_acquire(s_, &held), 0);
+  const auto t0 = Clock::now();
+  EXPECT_EQ(shmsem_acquire_for(s_, 200000000, &l), -ETIMEDOUT);
+  EXPECT_GE(Clock::now() - t0, milliseconds(190));
+  EXPECT_EQ(shmsem_acquire_for(s_, 0, &l), -ETIMEDOUT);
+  const struct shmsem_stat st = pool_stat();
+  EXPECT_EQ(st.timeouts, 1u);
+  EXPECT_EQ(st.waiting, 0u);
+  ASSERT_EQ(shmsem_release(s_, &held), 0);
+}
+
+TEST_F(RedisPool, ShutdownFailsWaiters) {
+  make(1);
+  shmsem_lease_t held;
+  ASSERT_EQ(shmsem_acquire(s_, &held), 0);
+  int result = 0;
+  std::thread t([&] {
+    shmsem_lease_t l;
+    result = shmsem_acquire(s_, &l);
+  });
+  ASSERT_TRUE(await_waiting(1));
+  EXPECT_EQ(shmsem_shutdown(s_), 1);
+  t.join();
+  EXPECT_EQ(result, -ESHUTDOWN);
+  shmsem_lease_t l;
+  EXPECT_EQ(shmsem_try_acquire(s_, &l), -ESHUTDOWN);
+  EXPECT_EQ(shmsem_release(s_, &held), 0);  // still valid after shutdown
+}
+
+TEST_F(RedisPool, GrowingHandsPermitsToTheQueue) {
+  make(1, 0, 2);
+  shmsem_lease_t held;
+  ASSERT_EQ(shmsem_acquire(s_, &held), 0);
+  int result = 1;
+  std::thread t([&] {
+    shmsem_lease_t l;
+    result = shmsem_acquire(s_, &l);
+  });
+  ASSERT_TRUE(await_waiting(1));
+  EXPECT_EQ(shmsem_set_permits(s_, 2), 0);
+  t.join();
+  EXPECT_EQ(result, 0);
+  EXPECT_EQ(shmsem_set_permits(s_, 3), -EINVAL);
+}
+
+TEST_F(RedisPool, FencingGenerationAndSequenceGrow) {
+  make(1);
+  shmsem_lease_t a, b;
+  uint64_t seq_a = 0, seq_b = 0;
+  ASSERT_EQ(shmsem_acquire(s_, &a), 0);
+  ASSERT_EQ(shmsem_lease_sequence(s_, &a, &seq_a), 0);
+  ASSERT_EQ(shmsem_release(s_, &a), 0);
+  ASSERT_EQ(shmsem_acquire(s_, &b), 0);
+  ASSERT_EQ(shmsem_lease_sequence(s_, &b, &seq_b), 0);
+  EXPECT_EQ(a.index, b.index);
+  EXPECT_GT(b.gen, a.gen);
+  EXPECT_GT(seq_b, seq_a);
+  EXPECT_EQ(shmsem_lease_sequence(s_, &a, &seq_a), -EALREADY);
+  EXPECT_EQ(shmsem_release(s_, &b), 0);
+}
+
+TEST_F(RedisPool, InspectShowsHoldersAndQueueInOrder) {
+  make(2);
+  shmsem_lease_t l;
+  ASSERT_EQ(shmsem_acquire_n(s_, 2, &l), 0);
+  ASSERT_EQ(fcall("shmsem_acquire", {"1", "1", "77"}).at(0), "queued");
+  ASSERT_EQ(fcall("shmsem_acquire", {"2", "1", "78"}).at(0), "queued");
+  shmsem_inspection in{};
+  shmsem_holder h[2];
+  shmsem_waiter_info w[2];
+  ASSERT_EQ(shmsem_inspect(s_, &in, h, 2, w, 2), 0);
+  EXPECT_EQ(in.nholders, 1u);
+  EXPECT_EQ(h[0].weight, 2u);
+  EXPECT_EQ(h[0].pid, getpid());
+  EXPECT_EQ(in.nwaiters, 2u);
+  EXPECT_EQ(w[0].pid, 77);
+  EXPECT_EQ(w[1].pid, 78);
+  EXPECT_EQ(w[1].weight, 2u);
+  EXPECT_LT(w[0].ticket, w[1].ticket);
+}
+
+// --- crashes, pauses and restarts ------------------------------------------
+
+TEST_F(RedisPool, KilledHolderGivesPermitsBackWithinItsTtl) {
+  make(1, 500);
+  int fds[2];
+  ASSERT_EQ(pipe(fds), 0);
+  Children kids;
+  const pid_t child = kids.spawn([&] {
+    shmsem_lease_t l;
+    if (shmsem_acquire(s_, &l) != 0) return 1;
+    const char c = 'h';
+    if (write(fds[1], &c, 1) != 1) return 2;
+    ::pause();
+    return 0;
+  });
+  char c;
+  ASSERT_EQ(read(fds[0], &c, 1), 1);
+  const auto t0 = Clock::now();
+  kill(child, SIGKILL);
+  shmsem_lease_t l;
+  ASSERT_EQ(shmsem_acquire_for(s_, 10000000000ull, &l), 0);
+  const auto took = Clock::now() - t0;
+  // One TTL (500 ms) and the reaping's granularity; generous for a loaded
+  // machine, but far below the 10 s the call would wait.
+  EXPECT_LT(took, milliseconds(3000));
+  fprintf(stderr, "kill -9 to regrant: %lld ms\n",
+          static_cast<long long>(
+              std::chrono::duration_cast<milliseconds>(took).count()));
+  EXPECT_EQ(pool_stat().reclaimed_holders, 1u);
+  close(fds[0]);
+  close(fds[1]);
+}
+
+TEST_F(RedisPool, StoppedHolderPastItsTtlHearsExpired) {
+  make(1, 300);
+  int up[2], down[2];
+  ASSERT_EQ(pipe(up), 0);
+  ASSERT_EQ(pipe(down), 0);
+  Children kids;
+  const pid_t child = kids.spawn([&] {
+    shmsem_lease_t l;
+    if (shmsem_acquire(s_, &l) != 0) return 1;
+    if (write(up[1], &l, sizeof l) != sizeof l) return 2;
+    char c;
+    if (read(down[0], &c, 1) != 1) return 3;
+    const int r = shmsem_release(s_, &l);
+    return r == -EKEYEXPIRED ? 0 : 10 + (-r % 100);
+  });
+  shmsem_lease_t theirs;
+  ASSERT_EQ(read(up[0], &theirs, sizeof theirs), ssize_t(sizeof theirs));
+  kill(child, SIGSTOP);
+  shmsem_lease_t mine;
+  ASSERT_EQ(shmsem_acquire_for(s_, 10000000000ull, &mine), 0);
+  EXPECT_EQ(mine.index, theirs.index);
+  EXPECT_GT(mine.gen, theirs.gen);  // a fence keeping the highest rejects it
+  kill(child, SIGCONT);
+  ASSERT_EQ(write(down[1], "g", 1), 1);
+  EXPECT_EQ(kids.wait(child), 0);
+  EXPECT_EQ(shmsem_release(s_, &mine), 0);
+  for (int fd : {up[0], up[1], down[0], down[1]}) close(fd);
+}
+
+TEST_F(RedisPool, DeadWaiterLeavesTheQueue) {
+  make(1, 300);
+  shmsem_lease_t held;
+  ASSERT_EQ(shmsem_acquire(s_, &held), 0);
+  Children kids;
+  const pid_t child = kids.spawn([&] {
+    shmsem_lease_t l;
+    return shmsem_acquire(s_, &l) == 0 ? 0 : 1;
+  });
+  ASSERT_TRUE(await_waiting(1));
+  kill(child, SIGKILL);
+  kids.wait(child);
+  EXPECT_TRUE(await_waiting(0));  // reaped within its keep-alive TTL
+  EXPECT_EQ(shmsem_release(s_, &held), 0);
+  EXPECT_EQ(pool_stat().available, 1u);
+}
+
+TEST_F(RedisPool, ServerRestartFromAofKeepsState) {
+  make(2);
+  shmsem_lease_t l;
+  uint64_t seq = 0;
+  ASSERT_EQ(shmsem_acquire(s_, &l), 0);
+  ASSERT_EQ(shmsem_lease_sequence(s_, &l, &seq), 0);
+  g_server->kill9();
+  ASSERT_TRUE(g_server->start()) << g_server->error();
+  // The first call may find the old connection broken (-ECOMM).
+  struct shmsem_stat st{};
+  int e = shmsem_stat(s_, &st);
+  if (e == -ECOMM) e = shmsem_stat(s_, &st);
+  ASSERT_EQ(e, 0);
+  EXPECT_EQ(st.held, 1u);
+  shmsem_lease_t next;
+  uint64_t seq_next = 0;
+  ASSERT_EQ(shmsem_acquire(s_, &next), 0);
+  ASSERT_EQ(shmsem_lease_sequence(s_, &next, &seq_next), 0);
+  EXPECT_GT(seq_next, seq);
+  EXPECT_EQ(shmsem_release(s_, &l), 0);
+  EXPECT_EQ(shmsem_release(s_, &next), 0);
+}
+
+TEST_F(RedisPool, PausedServerFailsCallsWithinTheirDeadline) {
+  make(1, 1000);
+  shmsem_lease_t held, l;
+  ASSERT_EQ(shmsem_acquire(s_, &held), 0);
+  g_server->pause();
+  auto t0 = Clock::now();
+  const int r = shmsem_acquire_for(s_, 300000000, &l);
+  EXPECT_TRUE(r == -ETIMEDOUT || r == -ECOMM) << r;
+  EXPECT_LT(Clock::now() - t0, milliseconds(2500));
+  t0 = Clock::now();
+  struct shmsem_stat st{};
+  EXPECT_EQ(shmsem_stat(s_, &st), -ECOMM);
+  EXPECT_LT(Clock::now() - t0, milliseconds(2500));
+  g_server->resume();
+}
+
+}  // namespace
+}  // namespace shmsem::test

@@ -7,6 +7,7 @@
 // clang-format off
 #include <dirent.h>
 #include <fcntl.h>
+#include <linux/futex.h>
 #include <gtest/gtest.h>
 #include <pthread.h>
 #include <shmsem/shmsem.h>
@@ -517,6 +518,64 @@ TEST_F(EventsOnly, ParkedAsyncWatcherIsWokenByTheWatchNotATimer) {
   EXPECT_EQ(first_res, 0) << "the first wake-up was the linked timeout";
   EXPECT_GE(seen.load(), 1);
   EXPECT_EQ(judged.load(), 0) << "a full pass ran: the report was not used";
+  EXPECT_EQ(shmsem_release(s, &l), 0);
+  EXPECT_COUNTS(s, 1, 0, 0, 0);
+  EXPECT_INVARIANTS(s);
+}
+
+// No report is lost to an async watcher whose loop is not asleep yet: the
+// watch wakes its word when the holder dies, before the loop has submitted
+// its futex wait (a plain sleeper on the word stands witness to that
+// first wake-up), and wakes it again until the poll takes the report, so
+// the wait the loop then submits ends woken (res 0), long before its
+// linked timeout at the safety pass.
+TEST_F(EventsOnly, AsyncReportBeforeTheLoopSleepsIsWokenAgain) {
+  Segment seg(1, 64);
+  shmsem_t *s = seg.get();
+  Shared<std::atomic<int>> held;
+  Children kids;
+  pid_t h = spawn_holder(kids, seg.name(), &*held);
+  ASSERT_TRUE(wait_until([&] { return held->load() == 1; }));
+  shmsem_waiter_t w;
+  shmsem_lease_t l;
+  ASSERT_EQ(shmsem_waiter_start(s, &w, nullptr, &l), SHMSEM_QUEUED);
+  uint32_t *word, value;
+  ASSERT_EQ(shmsem_waiter_futex(&w, &word, &value), 0);
+  std::atomic<int> witness{0};
+  std::thread t([&] {
+    while (__atomic_load_n(word, __ATOMIC_ACQUIRE) == value &&
+           syscall(SYS_futex, word, FUTEX_WAIT, value, nullptr, nullptr, 0) !=
+               0 &&
+           errno != EAGAIN) {
+    }
+    witness = 1;
+  });
+  kill_and_reap(h);
+  t.join();  // the watch's first wake-up came: nobody's wait was in a ring
+  ASSERT_EQ(witness.load(), 1);
+  io_uring ring;
+  ASSERT_EQ(io_uring_queue_init(8, &ring, 0), 0);
+  ASSERT_EQ(shmsem_uring_prep_wait(&ring, &w, 7), 0);
+  ASSERT_GE(io_uring_submit(&ring), 0);
+  int r = -EINPROGRESS, first_res = 1;
+  while (r == -EINPROGRESS) {
+    io_uring_cqe *cqe;
+    ASSERT_EQ(io_uring_wait_cqe(&ring, &cqe), 0);
+    const uint64_t tag = cqe->user_data;
+    const int res = cqe->res;
+    io_uring_cqe_seen(&ring, cqe);
+    if (tag != 7) continue;
+    if (first_res == 1) first_res = res;
+    r = shmsem_waiter_poll(&w, &l);
+    if (r == -EINPROGRESS) {
+      ASSERT_EQ(shmsem_uring_prep_wait(&ring, &w, 7), 0);
+      ASSERT_GE(io_uring_submit(&ring), 0);
+    }
+  }
+  io_uring_queue_exit(&ring);
+  ASSERT_EQ(r, 0);
+  EXPECT_EQ(first_res, 0) << "the report's wake-up was lost: the linked "
+                             "timeout ended the wait";
   EXPECT_EQ(shmsem_release(s, &l), 0);
   EXPECT_COUNTS(s, 1, 0, 0, 0);
   EXPECT_INVARIANTS(s);

@@ -175,6 +175,7 @@ Json to_json(const Snapshot &s) {
                {"user", s.user.empty() ? Json(nullptr) : Json(s.user)},
                {"gid", s.gid},
                {"group", s.group.empty() ? Json(nullptr) : Json(s.group)}};
+  if (is_remote_name(s.name)) j["file"] = nullptr;  // on a server: no file
   j["created"] = format_time(s.created_unix_ns, true);
   j["holders"] = Json::array();
   for (const Holder &h : s.holders) j["holders"].push_back(holder_json(h));
@@ -221,6 +222,10 @@ void render_summary(const Snapshot &s, FILE *f) {
                    ", owner " + owner},
       {"created", format_time(s.created_unix_ns, false)},
   };
+  if (is_remote_name(s.name))  // on a server: no file to show
+    kv.erase(std::remove_if(kv.begin(), kv.end(),
+                            [](const auto &row) { return row[0] == "file"; }),
+             kv.end());
   if (st.rate) kv.insert(kv.begin() + 3, {"rate", rate_text(s)});
   if (s.overdue) {
     // After "held": leases held longer than their holders declared.

@@ -62,7 +62,7 @@ std::string unique_pool(const char *tag) {
          std::to_string(v);
 }
 
-RedisServer::RedisServer() {
+RedisServer::RedisServer(bool fsync_always) : fsync_always_(fsync_always) {
   char tmpl[] = "/tmp/shmsem-redis-XXXXXX";
   if (mkdtemp(tmpl)) dir_ = tmpl;
   sock_ = dir_ + "/redis.sock";
@@ -95,8 +95,9 @@ bool RedisServer::start() {
     execlp(SHMSEM_REDIS_SERVER, SHMSEM_REDIS_SERVER, "--port", port.c_str(),
            "--bind", "127.0.0.1", "--unixsocket", sock_.c_str(),
            "--unixsocketperm", "700", "--dir", dir_.c_str(), "--appendonly",
-           "yes", "--appendfsync", "always", "--save", "", "--daemonize", "no",
-           "--logfile", log.c_str(), static_cast<char *>(nullptr));
+           "yes", "--appendfsync", fsync_always_ ? "always" : "everysec",
+           "--save", "", "--daemonize", "no", "--logfile", log.c_str(),
+           static_cast<char *>(nullptr));
     _exit(127);
   }
   const auto until =

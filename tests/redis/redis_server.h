@@ -16,7 +16,8 @@ namespace shmsem::test {
 
 class RedisServer {
  public:
-  RedisServer();
+  // fsync_always: appendfsync always (the safety envelope), else everysec.
+  explicit RedisServer(bool fsync_always = true);
   ~RedisServer();
   RedisServer(const RedisServer &) = delete;
   RedisServer &operator=(const RedisServer &) = delete;
@@ -45,6 +46,7 @@ class RedisServer {
   int port_ = 0;
   pid_t pid_ = -1;
   int tries_ = 0;
+  bool fsync_always_ = true;
   bool started_ = false, restarted_ = false;
 };
 

@@ -90,11 +90,11 @@ int resolve(Pool *p, uint64_t ticket, const char *reason, shmsem_lease_t *lease,
 int take_message(Pool *p, const std::string &m, shmsem_lease_t *lease) {
   if (m == "S") return -ESHUTDOWN;
   if (m == "X") return -ECOMM;
-  unsigned long long idx, gen, seq, n;
-  char tail;
-  if (sscanf(m.c_str(), "G %llu %llu %llu %llu%c", &idx, &gen, &seq, &n,
-             &tail) != 4 ||
-      idx >= p->max_permits || gen == 0 || seq == 0 || n == 0 ||
+  uint64_t v[4];
+  if (m.compare(0, 2, "G ") != 0 || !parse_numbers(m.substr(2), v, 4))
+    return kBadReply;
+  const uint64_t idx = v[0], gen = v[1], seq = v[2], n = v[3];
+  if (idx >= p->max_permits || gen == 0 || seq == 0 || n == 0 ||
       n > p->max_permits)
     return kBadReply;
   lease->gen = gen;
@@ -139,14 +139,14 @@ int call_timeout_ms(const Wait &w) {
 
 // One BLPOP: 0 and the message, 1 nothing came, or -ECOMM.
 int block_once(Wait &w, Conn *c, uint64_t ms, std::string *msg) {
+  if (c->stale()) c->close();
   if (!c->connected()) {
     const int e = c->connect(w.p->ep, io_timeout_ms(w.p));
     if (e < 0) return e;
   }
-  char secs[32];
-  snprintf(secs, sizeof secs, "%llu.%03llu",
-           static_cast<unsigned long long>(ms / 1000),
-           static_cast<unsigned long long>(ms % 1000));
+  // Seconds with three decimals, as BLPOP takes them (Redis 6+).
+  const std::string frac = std::to_string(1000 + ms % 1000).substr(1);
+  const std::string secs = std::to_string(ms / 1000) + "." + frac;
   Reply r;
   const int slack = w.deadline ? kGraceMs : io_timeout_ms(w.p);
   const int e = c->call({"BLPOP", w.key, secs}, int(ms) + slack, &r);

@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <hiredis/hiredis.h>
@@ -16,7 +17,7 @@ timeval tv_of(int ms) {
   if (ms < 1) ms = 1;
   timeval tv;
   tv.tv_sec = ms / 1000;
-  tv.tv_usec = (ms % 1000) * 1000;
+  tv.tv_usec = suseconds_t(ms % 1000) * 1000;
   return tv;
 }
 
@@ -59,6 +60,20 @@ class NoSigpipe {
 
 }  // namespace
 
+bool parse_numbers(const std::string &text, uint64_t *out, size_t n) {
+  size_t at = 0;
+  for (size_t k = 0; k < n; k++) {
+    if (k > 0 && (at >= text.size() || text[at++] != ' ')) return false;
+    const size_t start = at;
+    uint64_t v = 0;
+    while (at < text.size() && text[at] >= '0' && text[at] <= '9')
+      v = v * 10 + uint64_t(text[at++] - '0');
+    if (at == start || at - start > 18) return false;
+    out[k] = v;
+  }
+  return at == text.size();
+}
+
 Reply::~Reply() { reset(nullptr); }
 
 void Reply::reset(redisReply *r) {
@@ -68,6 +83,10 @@ void Reply::reset(redisReply *r) {
 
 bool Reply::is_nil() const { return r_ && r_->type == REDIS_REPLY_NIL; }
 bool Reply::is_error() const { return r_ && r_->type == REDIS_REPLY_ERROR; }
+
+bool Reply::error_says(const char *what) const {
+  return is_error() && r_->str && strstr(r_->str, what) != nullptr;
+}
 
 size_t Reply::size() const {
   return r_ && r_->type == REDIS_REPLY_ARRAY && r_->element ? r_->elements : 0;
@@ -106,6 +125,12 @@ std::string Reply::status() const {
 }
 
 Conn::~Conn() { close(); }
+
+bool Conn::stale() const {
+  if (!c_) return false;
+  pollfd p{c_->fd, POLLIN | POLLRDHUP, 0};
+  return poll(&p, 1, 0) != 0;
+}
 
 void Conn::close() {
   if (c_) redisFree(c_);

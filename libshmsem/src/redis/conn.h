@@ -31,6 +31,8 @@ class Reply {
 
   bool is_nil() const;
   bool is_error() const;
+  // An error reply whose text contains `what`.
+  bool error_says(const char *what) const;
   // An array reply's size (0 for any other type).
   size_t size() const;
   // Element i of an array as a string (a bulk or status string), or false.
@@ -56,6 +58,11 @@ class Conn {
   // Connect (close-on-exec), within timeout_ms. 0, or -ECOMM.
   int connect(const Endpoint &ep, int timeout_ms);
   bool connected() const { return c_ != nullptr; }
+  // An idle connection the server has closed (restarted, CLIENT KILL,
+  // timeout): an end of file or anything else waiting to be read. Such a
+  // connection is reconnected before a call, never retried after one (a
+  // request that reached the server must not run twice).
+  bool stale() const;
   void close();
   // Forget the connection without a word to the server: in a fork child,
   // whose parent still uses the same socket (the descriptor is closed, the
@@ -71,6 +78,11 @@ class Conn {
  private:
   redisContext *c_ = nullptr;
 };
+
+// Exactly `n` decimal numbers (at most 18 digits each) separated by single
+// spaces, the whole of `text`: the fields of a record the library's
+// functions build (shmsem.lua). false for anything else.
+bool parse_numbers(const std::string &text, uint64_t *out, size_t n);
 
 // A reply this client does not understand: for the caller, like a server
 // that does not answer (-ECOMM; shmsem(7), "Across hosts").

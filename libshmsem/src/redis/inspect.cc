@@ -76,18 +76,23 @@ int read_stat(const Reply &r, Raw *raw, struct shmsem_stat *st) {
 // A server time (ms) as this process's CLOCK_MONOTONIC, and the age.
 void since(uint64_t server_now, uint64_t t, uint64_t mono, uint64_t *since_ns,
            uint64_t *age_ns) {
-  const uint64_t age = server_now > t ? (server_now - t) * kMs : 0;
+  // At most a year: a garbage time must not overflow.
+  constexpr uint64_t kMaxAgeMs = 365ull * 86400 * 1000;
+  uint64_t age_ms = server_now > t ? server_now - t : 0;
+  if (age_ms > kMaxAgeMs) age_ms = kMaxAgeMs;
+  const uint64_t age = age_ms * kMs;
   *age_ns = age;
   *since_ns = mono > age ? mono - age : 0;
 }
 
 int read_holder(const std::string &s, uint64_t now, uint64_t mono,
                 shmsem_holder *h) {
-  unsigned long long idx, gen, seq, n, t, pid, decl;
-  char tail;
-  if (sscanf(s.c_str(), "%llu %llu %llu %llu %llu %llu %llu%c", &idx, &gen,
-             &seq, &n, &t, &pid, &decl, &tail) != 7 ||
-      idx >= SHMSEM_MAX_PERMITS || n > SHMSEM_MAX_PERMITS || pid > INT32_MAX)
+  uint64_t v[7];
+  if (!parse_numbers(s, v, 7)) return kBadReply;
+  const uint64_t idx = v[0], gen = v[1], n = v[3], t = v[4], pid = v[5],
+                 decl = v[6];
+  if (idx >= SHMSEM_MAX_PERMITS || n > SHMSEM_MAX_PERMITS || pid > INT32_MAX ||
+      decl > SHMSEM_MAX_DECLARED_NS / kMs)
     return kBadReply;
   memset(h, 0, sizeof *h);
   h->lease = uint32_t(idx);
@@ -104,12 +109,10 @@ int read_holder(const std::string &s, uint64_t now, uint64_t mono,
 
 int read_waiter(const std::string &s, uint32_t pos, uint64_t now, uint64_t mono,
                 shmsem_waiter_info *w) {
-  unsigned long long ticket, n, t, pid;
-  char tail;
-  if (sscanf(s.c_str(), "%llu %llu %llu %llu%c", &ticket, &n, &t, &pid,
-             &tail) != 4 ||
-      n > SHMSEM_MAX_PERMITS || pid > INT32_MAX)
-    return kBadReply;
+  uint64_t v[4];
+  if (!parse_numbers(s, v, 4)) return kBadReply;
+  const uint64_t ticket = v[0], n = v[1], t = v[2], pid = v[3];
+  if (n > SHMSEM_MAX_PERMITS || pid > INT32_MAX) return kBadReply;
   memset(w, 0, sizeof *w);
   w->position = pos;
   w->ticket = ticket;

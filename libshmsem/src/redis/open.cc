@@ -26,9 +26,9 @@ bool new_id(std::string *id) {
   uint64_t v = 0;
   while (v == 0)
     if (getrandom(&v, sizeof v, 0) != sizeof v) return false;
-  char buf[17];
-  snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
-  *id = buf;
+  static const char kHex[] = "0123456789abcdef";
+  id->assign(16, '0');
+  for (int i = 15; i >= 0; i--, v >>= 4) (*id)[size_t(i)] = kHex[v & 15];
   return true;
 }
 

@@ -58,6 +58,7 @@ int conn_call(Pool *p, Conn *c, const char *fn,
               const std::vector<std::string> &args, Reply *out,
               int timeout_ms) {
   if (timeout_ms <= 0) timeout_ms = io_timeout_ms(p);
+  if (c->stale()) c->close();
   if (!c->connected()) {
     const int e = c->connect(p->ep, timeout_ms);
     if (e < 0) return e;
@@ -66,7 +67,9 @@ int conn_call(Pool *p, Conn *c, const char *fn,
   argv.insert(argv.end(), args.begin(), args.end());
   const int e = c->call(argv, timeout_ms, out);
   if (e < 0) return e;
-  if (out->is_error()) {
+  // Only a missing function is worth a second try: any other error reply
+  // (a script error) may follow writes the function already made.
+  if (out->is_error() && out->error_says("Function not found")) {
     // The library went missing (FUNCTION FLUSH, a new server): load it
     // again, once, and repeat.
     const int l = ensure_library(c, timeout_ms);

@@ -162,8 +162,27 @@ struct shmsem_config {
                               ns, rounded down); 0 none */
   uint32_t burst;          /* ... of which up to `burst` at once; 0 means 1 */
   uint64_t rate_period_ns; /* 0 means one second */
-  uint64_t __reserved[2];  /* must be zero */
+  uint32_t policy;         /* SHMSEM_POLICY_FIFO (0) or SHMSEM_POLICY_BOUNDED */
+  uint32_t lease_ttl_ms;   /* remote backends only (shmsem(7), "Across
+                              hosts"): a lease not kept alive this long is
+                              lost; 0 means SHMSEM_DEFAULT_LEASE_TTL_MS. A
+                              local semaphore takes back a lease only on proof
+                              of its holder's death: nonzero is -EINVAL */
+  uint64_t max_bypass_ns;  /* SHMSEM_POLICY_BOUNDED: how long the head may
+                              wait while newcomers take permits past it; 0
+                              means SHMSEM_DEFAULT_MAX_BYPASS_NS. Nonzero under
+                              SHMSEM_POLICY_FIFO is -EINVAL */
 };
+
+/* Policies (shmsem(7), "Policies"). FIFO: a permit never goes past a queued
+ * waiter. BOUNDED: a newcomer may take a free permit while others queue, for
+ * as long as the head has waited less than max_bypass_ns; after that every
+ * permit goes to the queue, in order, until it is empty. */
+#define SHMSEM_POLICY_FIFO 0u
+#define SHMSEM_POLICY_BOUNDED 1u
+#define SHMSEM_DEFAULT_MAX_BYPASS_NS 1000000ull /* 1 ms */
+#define SHMSEM_MAX_BYPASS_NS 86400000000000ull  /* one day */
+#define SHMSEM_DEFAULT_LEASE_TTL_MS 10000u      /* 10 s */
 
 /* Leases one semaphore without a concurrency limit can have out at once. */
 #define SHMSEM_DEFAULT_RATE_ONLY_PERMITS 1024u
@@ -612,7 +631,12 @@ struct shmsem_stat {
   uint64_t rate_period_ns;
   uint64_t rate_next_ns; /* CLOCK_MONOTONIC time the next token is there
                             (the time of the snapshot if rate_tokens > 0) */
-  uint64_t __reserved[4];
+  uint32_t policy;        /* SHMSEM_POLICY_FIFO or SHMSEM_POLICY_BOUNDED */
+  uint32_t hand_off;      /* bounded: 1 while the head has waited past
+                             max_bypass_ns and permits go to the queue in
+                             order; 0 while newcomers may take them */
+  uint64_t max_bypass_ns; /* bounded: the bound; 0 under FIFO */
+  uint64_t __reserved[2];
 };
 
 /* Snapshot the state and counters (takes the internal lock briefly unless

@@ -66,6 +66,12 @@ TEST(Create, BadConfigAndFlagsAreInvalid) {
   cfg.permits = SHMSEM_MAX_PERMITS + 1;
   EXPECT_EQ(shmsem_create(name.c_str(), &cfg, 0, &s), -EINVAL);
   cfg = config(1);
+  cfg.policy = 2;
+  EXPECT_EQ(shmsem_create(name.c_str(), &cfg, 0, &s), -EINVAL);
+  cfg = config(1);
+  cfg.max_bypass_ns = 1000;  // a bound without the bounded policy
+  EXPECT_EQ(shmsem_create(name.c_str(), &cfg, 0, &s), -EINVAL);
+  cfg = config(1);
   cfg.lease_ttl_ms = 1000;  // a local semaphore's leases never expire
   EXPECT_EQ(shmsem_create(name.c_str(), &cfg, 0, &s), -EINVAL);
 }

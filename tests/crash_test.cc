@@ -56,6 +56,10 @@ bool is_create_point(int point) {
     case HookPoint::CREATE_LINKED:
     case HookPoint::SNAPSHOT_COPY:
     case HookPoint::INSPECT_SCANNED:
+    // The bounded policy's (its own script, below): this one's semaphores
+    // are FIFO.
+    case HookPoint::POLICY_HAND_OFF:
+    case HookPoint::HEAD_BARGE_TAKEN:
       return true;
     default:
       return false;

@@ -677,7 +677,12 @@ struct shmsem_stat {
   uint64_t rate_period_ns;
   uint64_t rate_next_ns; /* CLOCK_MONOTONIC time the next token is there
                             (the time of the snapshot if rate_tokens > 0) */
-  uint64_t __reserved[4];
+  uint32_t policy;        /* SHMSEM_POLICY_FIFO or SHMSEM_POLICY_BOUNDED */
+  uint32_t hand_off;      /* bounded: 1 while the head has waited past
+                             max_bypass_ns and permits go to the queue in
+                             order; 0 while newcomers may take them */
+  uint64_t max_bypass_ns; /* bounded: the bound; 0 under FIFO */
+  uint64_t __reserved[2];
 };
 
 /* Snapshot the state and counters (takes the internal lock briefly unless

@@ -49,6 +49,8 @@ struct Build {
   uint32_t max_waiters;
   uint32_t rate, burst;
   uint64_t period_ns, interval_ns;
+  uint32_t policy;
+  uint64_t bypass_ns;  // 0 under FIFO
 };
 
 int init_segment(void *base, const Build &b) {
@@ -112,6 +114,8 @@ int init_segment(void *base, const Build &b) {
   hdr->rate = b.rate;
   hdr->burst = b.burst;
   hdr->rate_period_ns = b.period_ns;
+  hdr->policy = b.policy;
+  hdr->max_bypass_ns = b.bypass_ns;
   hdr->pidns = pidns_inode();
   hdr->nonce = draw_nonce();
   timespec now;
@@ -129,10 +133,14 @@ int build_of(const shmsem_config *cfg, Build *b) {
   // owner (an unprivileged user wrote an ELF into a 04777 one and ran it).
   if (cfg->max_waiters > SHMSEM_MAX_WAITERS || (cfg->mode & ~0666u))
     return -EINVAL;
-  // lease_ttl_ms is a remote backend's (a local lease is taken back only
-  // on proof of its holder's death); policy and max_bypass_ns are taken as
-  // zero until the bounded policy lands (they were reserved words before).
-  if (cfg->policy || cfg->lease_ttl_ms || cfg->max_bypass_ns) return -EINVAL;
+  if (cfg->policy > SHMSEM_POLICY_BOUNDED || cfg->lease_ttl_ms ||
+      (cfg->policy == SHMSEM_POLICY_FIFO && cfg->max_bypass_ns) ||
+      cfg->max_bypass_ns > SHMSEM_MAX_BYPASS_NS)
+    return -EINVAL;
+  b->policy = cfg->policy;
+  b->bypass_ns = cfg->policy != SHMSEM_POLICY_BOUNDED ? 0
+                 : cfg->max_bypass_ns                 ? cfg->max_bypass_ns
+                                      : SHMSEM_DEFAULT_MAX_BYPASS_NS;
   if (cfg->permits > SHMSEM_MAX_PERMITS ||
       cfg->max_permits > SHMSEM_MAX_PERMITS)
     return -EINVAL;
@@ -201,6 +209,7 @@ int segment_create(const char *name, const shmsem_config *cfg, int flags,
         __atomic_load_n(&h->burst, __ATOMIC_RELAXED) != build.burst ||
         __atomic_load_n(&h->rate_period_ns, __ATOMIC_RELAXED) !=
             build.period_ns ||
+        (*out)->bound_ns != build.bypass_ns ||
         (cfg->max_waiters && (*out)->max_waiters != cfg->max_waiters)) {
       segment_detach(*out);
       *out = nullptr;

@@ -58,7 +58,9 @@ namespace shmsem::detail {
   X(CREATE_INITIALISED)     /* create: segment built, not yet named */      \
   X(CREATE_LINKED)          /* create: linked under its name */             \
   X(SNAPSHOT_COPY)          /* SHMSEM_SNAPSHOT: file open, not yet read */  \
-  X(INSPECT_SCANNED)        /* inspect: one read without the lock done */
+  X(INSPECT_SCANNED)        /* inspect: one read without the lock done */   \
+  X(POLICY_HAND_OFF)        /* bounded: hand-off set, pool not yet fed */   \
+  X(HEAD_BARGE_TAKEN)       /* bounded: head took permits, still queued */
 
 enum class HookPoint : int {
 #define SHMSEM_X(name) name,

@@ -144,7 +144,7 @@ const char *procs_in_range(Scan *sc) {
 const char *gate_follows(Scan *sc) {
   const Core *c = sc->c;
   const uint32_t gate = c->gate.load(std::memory_order_relaxed);
-  if (gate != gate_of(c))  // tables.h: the one formula
+  if (gate != gate_of(c, sc->s->bound_ns != 0))  // tables.h: the one formula
     return "the gate does not follow the queue";
   return nullptr;
 }
@@ -350,16 +350,22 @@ const char *queue_in_order(Scan *sc) {
 }
 
 // INV-NOBYPASS: free while waiters queue only behind a head that has all it
-// asked for and waits for its start time (the rate). (A LOOSE lease may
+// asked for and waits for its start time (the rate), or under the bounded
+// policy while the head is within its bound (section 15). (A LOOSE lease may
 // exist while waiters queue, for as long as its releaser is between its CAS
 // and the hand-off: the gate, open, keeps newcomers off it. INV-GATE.)
 const char *no_bypass(Scan *sc) {
   const shmsem_t *s = sc->s;
   const uint32_t head = sc->c->head;  // once: a writer may change it
-  if (sc->queued && sc->cs.free &&
+  if (sc->queued && sc->cs.free && !barging(s) &&
       !(head < sc->m && s->slots[head].got >= s->slots[head].weight &&
         sc->c->rate_interval_ns.load(std::memory_order_relaxed)))
     return "a permit is free while waiters queue";
+  // The hand-off flag is the bounded policy's, and only while someone
+  // queues.
+  if (sc->c->hand_off.load(std::memory_order_relaxed) &&
+      (!s->bound_ns || !sc->queued))
+    return "hand-off set with no bounded queue";
   return nullptr;
 }
 

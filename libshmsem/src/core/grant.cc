@@ -221,6 +221,12 @@ void place(Locked s, uint32_t l, Chain *todo, uint32_t next, uint32_t *freed,
       w = kNone;
     }
     if (w == kNone || head_full(s, w)) return to_pool(s, l);
+    if (barging(s)) {
+      // The bounded policy, within the head's bound: the pool, for
+      // whoever comes first; the head is nudged to race for it.
+      to_pool(s, l);
+      return wk->add(s, w);
+    }
     return reserve_for_head(s, l, w, todo, next, freed, wk);
   }
 }
@@ -251,7 +257,7 @@ void pass_chain(Locked s, const Chain &c, Wakes *wk) {
 bool wants_permit(const shmsem_t *s) {
   const Core *c = s->core;
   if (c->retiring.load(std::memory_order_relaxed)) return true;
-  if (c->closed.load(std::memory_order_relaxed)) return false;
+  if (c->closed.load(std::memory_order_relaxed) || barging(s)) return false;
   uint32_t h = c->head;
   return h != kNone && slot_ok(s, h) && !head_full(s, h);
 }
@@ -266,6 +272,28 @@ void feed_head(Locked s, Wakes *wk) {
     counter_add(c->available, -1);
     pass_permit(s, l, wk);
   }
+}
+
+bool policy_sync(Locked s, Wakes *wk) {
+  if (!s->bound_ns) return false;
+  Core *c = s->core;
+  const uint32_t h = c->head;  // once: a writer may change it
+  bool over = false;
+  if (c->waiting.load(std::memory_order_relaxed) &&
+      !c->closed.load(std::memory_order_relaxed) && slot_ok(s, h)) {
+    const uint64_t enq = s->slots[h].enq_ns.load(std::memory_order_relaxed);
+    const uint64_t now = mono_ns();
+    // An enqueue time in the future is a writer's: the hand-off, which
+    // keeps every promise of FIFO.
+    over = enq > now || now - enq >= s->bound_ns;
+  }
+  if (over == (c->hand_off.load(std::memory_order_relaxed) != 0)) return false;
+  c->hand_off.store(over ? 1 : 0, std::memory_order_relaxed);
+  SHMSEM_HOOK(POLICY_HAND_OFF);
+  // On: what newcomers could take goes to the head (the gate, opened to
+  // the queue by the caller next, sweeps the lanes' LOOSE leases).
+  if (over) feed_head(s, wk);
+  return over;
 }
 
 void drop_reservation(Locked s, uint32_t w, Wakes *wk) {

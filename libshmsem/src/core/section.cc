@@ -2,6 +2,7 @@
 #include "section.h"
 
 #include "census.h"
+#include "grant.h"
 #include "hooks.h"
 #include "lanes.h"
 #include "lock.h"
@@ -29,18 +30,14 @@ void Section::enter(int got) {
     // state from the record states before anyone else sees it.
     repair(locked());
   }
+  // The bounded policy's hand-off as of now, for every step of the section
+  // (a newcomer's locked take included); turned on, the gate opens to the
+  // queue now, and what the lanes hold goes to the head. Again at the end.
+  if (policy_sync(locked(), &wakes_)) sync_gate();
 }
 
-void Section::unlock() {
-  if (!inside_) return;
-  inside_ = false;
+void Section::sync_gate() {
   const Locked k = locked();
-  if (s_->corrupt) {
-    // A value read from the segment was out of range: rebuild before
-    // anyone else sees the state (tables.h).
-    s_->corrupt = false;
-    repair(k);
-  }
   // The gate of the lock-free path follows the queue and `closed`. Opened
   // to the queue: the fence, then the lanes (Dekker with fast_release(),
   // fastpath.h): a lease freed by a releaser that read the gate shut is
@@ -55,6 +52,21 @@ void Section::unlock() {
     }
     (void)gate_sync(k);  // the sweep may have granted every waiter
   }
+}
+
+void Section::unlock() {
+  if (!inside_) return;
+  inside_ = false;
+  const Locked k = locked();
+  if (s_->corrupt) {
+    // A value read from the segment was out of range: rebuild before
+    // anyone else sees the state (tables.h).
+    s_->corrupt = false;
+    repair(k);
+  }
+  // The bounded policy: the head past its bound turns the hand-off on.
+  (void)policy_sync(k, &wakes_);
+  sync_gate();
   lock_release(s_);
 }
 

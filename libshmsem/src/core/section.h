@@ -43,8 +43,24 @@ class Locked {
 // waiter. A wake of one could land on the stale wait and leave the new
 // waiter asleep until its next periodic wake-up. The stale wait sees a
 // spurious wake-up. The same system call either way.
+// Under the bounded policy a blocking waiter sleeps on the slot's `nudge`
+// (layout.h), which every wake changes first: a nudge of the head (a permit
+// to race for) leaves `word` as it was.
 inline void wake_slot(shmsem_t *s, uint32_t w) {
-  futex_wake(&s->slots[w].word, INT32_MAX);
+  WaiterSlot &ws = s->slots[w];
+  ws.nudge.fetch_add(1, std::memory_order_seq_cst);
+  futex_wake(&ws.word, INT32_MAX);
+  if (s->bound_ns) futex_wake(&ws.nudge, INT32_MAX);
+}
+
+// The bounded policy: a permit was freed for head `w` to race for. The
+// nudge changes whether or not the head sleeps (it read it before its
+// last look at the pool: acquire.cc wait_turns), then the head is woken
+// if it sleeps (Dekker with its `sleeping`, as Wakes::run). `w` is checked.
+inline void nudge_slot(shmsem_t *s, uint32_t w) {
+  WaiterSlot &ws = s->slots[w];
+  ws.nudge.fetch_add(1, std::memory_order_seq_cst);
+  if (ws.sleeping.load(std::memory_order_seq_cst)) wake_slot(s, w);
 }
 
 // Slots granted under the lock, to wake after unlocking (a few; more are
@@ -71,9 +87,12 @@ struct Wakes {
   void run(shmsem_t *s) const {
     if (!n) return;
     std::atomic_thread_fence(std::memory_order_seq_cst);
-    for (uint32_t i = 0; i < n; i++)
-      if (s->slots[slot[i]].sleeping.load(std::memory_order_relaxed))
+    for (uint32_t i = 0; i < n; i++) {
+      if (s->bound_ns)
+        nudge_slot(s, slot[i]);  // a nudge too, which leaves `word` alone
+      else if (s->slots[slot[i]].sleeping.load(std::memory_order_relaxed))
         wake_slot(s, slot[i]);
+    }
   }
 };
 
@@ -100,6 +119,7 @@ class Section {
 
  private:
   void enter(int got);
+  void sync_gate();
   shmsem_t *s_;
   int err_ = 0;
   bool inside_ = false;

@@ -43,15 +43,18 @@ inline uint64_t lease_gen(const LeaseRecord &r) {
 // when it has just opened to a hand-on (nobody was queued and no shrink
 // waited): the caller then sweeps the lanes (fastpath.h), after a fence, for
 // leases freed by releasers that read the gate before this store.
-inline uint32_t gate_of(const Core *c) {
-  return (c->waiting.load(std::memory_order_relaxed) ? kGateQueued : 0) |
+inline uint32_t gate_of(const Core *c, bool bounded) {
+  const uint32_t queued =
+      bounded && !c->hand_off.load(std::memory_order_relaxed) ? kGateBarge
+                                                              : kGateQueued;
+  return (c->waiting.load(std::memory_order_relaxed) ? queued : 0) |
          (c->closed.load(std::memory_order_relaxed) ? kGateClosed : 0) |
          (c->retiring.load(std::memory_order_relaxed) ? kGateRetiring : 0) |
          (c->rate_interval_ns.load(std::memory_order_relaxed) ? kGateRate : 0);
 }
 inline bool gate_sync(Locked s) {
   Core *c = s->core;
-  const uint32_t g = gate_of(c);
+  const uint32_t g = gate_of(c, s->bound_ns != 0);
   uint32_t old = c->gate.load(std::memory_order_relaxed);
   if (g == old) return false;
   c->gate.store(g, std::memory_order_relaxed);
@@ -68,6 +71,13 @@ inline bool gate_sync(Locked s) {
 // itself goes on degraded (e.g. "no free lease"), and its committed state
 // words are what repair then builds on.
 inline bool lease_ok(const shmsem_t *s, uint32_t l) { return l < s->permits; }
+
+// The bounded policy (section 15): newcomers may take free permits past the
+// queue, and freed permits go to the pool, not to the head (which is
+// nudged to race for them): while the head is within its bound.
+inline bool barging(const shmsem_t *s) {
+  return s->bound_ns && !s->core->hand_off.load(std::memory_order_relaxed);
+}
 inline bool slot_ok(const shmsem_t *s, uint32_t w) {
   return w < s->max_waiters;
 }

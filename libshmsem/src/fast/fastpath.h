@@ -105,7 +105,8 @@ inline int fast_acquire(shmsem_t *s, shmsem_lease_t *lease) {
   // this generation (every grant changes it), so it was free when the gate
   // read shut: the acquire takes effect at this load, before any waiter
   // that opens the gate later.
-  if (s->core->gate.load(std::memory_order_acquire) != 0) return 1;
+  // (kGateBarge: the bounded policy lets newcomers past a queue.)
+  if (s->core->gate.load(std::memory_order_acquire) & ~kGateBarge) return 1;
   SHMSEM_HOOK(FAST_ACQUIRE_READ);
   const uint64_t gen = next_gen(word_gen(w));
   // Commit. Acquire: pairs with the release CAS that freed it, so the
@@ -122,6 +123,12 @@ inline int fast_acquire(shmsem_t *s, shmsem_lease_t *lease) {
   fill_token(s, l, gen, lease);
   return 0;
 }
+
+// The bounded policy, a lease freed LOOSE past a queue: the head races for
+// it (section.h nudge_slot). The head read once, without the lock: a stale
+// one is nudged for nothing, and the head then runs at its next nudge or at
+// the end of its bound, when it turns the hand-off on.
+__attribute__((cold, noinline)) void nudge_head(shmsem_t *s);
 
 // Record the hold time of a lease granted at `since` (coarse_ns()) in the
 // releasing thread's lane: plain adds, only that thread writes them.
@@ -169,8 +176,11 @@ inline int fast_release(shmsem_t *s, const shmsem_lease_t *lease) {
   // of the lanes): either that sweep sees this lease LOOSE, or this load
   // sees the gate open and the lease goes to the head from here.
   fence_after_rmw();
-  if (s->core->gate.load(std::memory_order_relaxed) & kGateHandOn)
+  const uint32_t gate = s->core->gate.load(std::memory_order_relaxed);
+  if (gate & kGateHandOn)
     hand_loose(s, l);
+  else if (gate & kGateBarge)
+    nudge_head(s);
   return 0;
 }
 

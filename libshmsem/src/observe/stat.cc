@@ -37,6 +37,10 @@ void stat_fill(shmsem_t *s, struct shmsem_stat *st) {
     st->rate_next_ns = std::max(rate_start(rate_read(s, now)), now);
     if (st->rate_tokens) st->rate_next_ns = now;
   }
+  // The policy as this handle follows it (copied at open: handle.h).
+  st->policy = s->bound_ns ? SHMSEM_POLICY_BOUNDED : SHMSEM_POLICY_FIFO;
+  st->max_bypass_ns = s->bound_ns;
+  st->hand_off = r32(c->hand_off) ? 1 : 0;
   st->max_waiters = s->max_waiters;
   st->available = r32(c->available);
   st->held = r32(c->held);

@@ -38,6 +38,10 @@ struct shmsem_handle {
   // writer cannot leave a semaphore at one acquisition a day. 0: no rate.
   uint64_t rate_interval;
   uint32_t rate_burst;
+  // The bounded policy's max_bypass_ns (header), checked at open; 0 under
+  // SHMSEM_POLICY_FIFO. Copied once, as the rate: a writer cannot turn a
+  // process's FIFO semaphore into a bounded one or back.
+  uint64_t bound_ns;
   // A value read from the segment was out of range during this critical
   // section: unlock() repairs before releasing (tables.h). Lock holder only.
   bool corrupt;

@@ -16,7 +16,7 @@ namespace shmsem::detail {
 
 inline constexpr size_t kCacheLine = 64;
 inline constexpr uint64_t kMagic = 0x0100'4d45'534d'4853ull;  // "SHMSEM\0\1"
-inline constexpr uint32_t kLayoutVersion = 8;
+inline constexpr uint32_t kLayoutVersion = 9;
 inline constexpr uint32_t kReady = 0x5245'4459u;  // "READY", stored last
 inline constexpr uint32_t kNone = 0xffff'ffffu;   // "no index"
 // LeaseRecord::slot of a HELD record that is not the one its weighted
@@ -134,8 +134,13 @@ struct Header {
   // decl_word() below). Reporting only; nothing in the protocol reads it.
   uint64_t declared_off;
   uint64_t hold_off;  // holds[max_procs * kLanes] (LaneHold)
+  // SHMSEM_POLICY_*, and the bounded policy's max_bypass_ns (0 under FIFO):
+  // copied into the handle at open, checked (handle.h bound_ns).
+  uint32_t policy;
+  uint32_t pad1;
+  uint64_t max_bypass_ns;
 };
-static_assert(sizeof(Header) <= 2 * kCacheLine);
+static_assert(sizeof(Header) <= 3 * kCacheLine);
 
 // A declared hold time: the low 24 bits of the generation it was declared
 // for, and up to 2^40 - 1 us (12.7 days; rounded up to whole us). Stale
@@ -223,6 +228,11 @@ struct alignas(kCacheLine) WaiterSlot {
   // before its CAS to LEFT / LEFT_QUEUED (which publishes it): the lock
   // holder that frees the slot counts the outcome (grant.cc free_left).
   uint32_t left_why;
+  // Changed (+1) by every wake of the slot (section.h wake_slot): under the
+  // bounded policy a blocking waiter sleeps on it, not on `word`, so that
+  // a nudge (a permit freed for the head to race for, which leaves `word`
+  // WAITING) is never lost. Advisory.
+  std::atomic<uint32_t> nudge;
   alignas(kCacheLine) Owner owner;
 };
 static_assert(sizeof(WaiterSlot) == 2 * kCacheLine);
@@ -251,7 +261,12 @@ struct alignas(kCacheLine) Core {
   uint32_t free_lease;  // free-list heads
   uint32_t free_slot;
   std::atomic<uint32_t> watcher;  // the queued slot polling owners for deaths
-  uint32_t pad0;
+  // The bounded policy (section 15): 1 while the head has waited past the
+  // bound, and every permit goes to the queue in order (as under FIFO); 0
+  // while newcomers may take free permits past the queue. Derived: set at
+  // the end of every section from the head's enq_ns (policy_sync). Always
+  // 0 under FIFO.
+  std::atomic<uint32_t> hand_off;
   uint64_t next_ticket;
   std::atomic<uint64_t> last_reclaim_ns;  // rate limit for lazy reclamation
   // The watcher's period (ns), adapted to what a pass costs; the backups
@@ -329,8 +344,13 @@ inline constexpr uint32_t kGateRetiring = 4;
 inline constexpr uint32_t kGateRate = 8;
 // Bits that send a release to the lock (a permit is wanted there).
 inline constexpr uint32_t kGateHandOn = kGateQueued | kGateRetiring;
+// Instead of kGateQueued under the bounded policy while the head is within
+// its bound (core.hand_off 0): the lock-free acquire may take a LOOSE lease
+// past the queue, and a lock-free release frees its lease LOOSE and nudges
+// the head (fastpath.h). Section 15.
+inline constexpr uint32_t kGateBarge = 16;
 
-inline constexpr size_t kCoreOff = 2 * kCacheLine;
+inline constexpr size_t kCoreOff = 3 * kCacheLine;
 static_assert(sizeof(Header) <= kCoreOff);
 
 inline constexpr size_t align_up(size_t v, size_t a) {

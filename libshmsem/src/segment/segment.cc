@@ -55,6 +55,10 @@ shmsem_t *make_handle(void *base, size_t size, bool rdonly, const Header &hdr) {
                                                 1, kMaxRateIntervalNs)
                          : 0;
   s->rate_burst = std::clamp<uint32_t>(hdr.burst, 1, SHMSEM_MAX_BURST);
+  s->bound_ns =
+      hdr.policy == SHMSEM_POLICY_BOUNDED
+          ? std::clamp<uint64_t>(hdr.max_bypass_ns, 1, SHMSEM_MAX_BYPASS_NS)
+          : 0;
   s->corrupt = false;
   return s;
 }

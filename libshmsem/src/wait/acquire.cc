@@ -118,14 +118,14 @@ void leave_on_thread_cancel(void *arg) {
 // lost in 2-3% of cancelled rounds). glibc waits such signals out with
 // private state we cannot read.
 int sleep_cancellable(CancelCleanup *ctx, WatchState *watch,
-                      const WatchPlan &plan) {
+                      const WatchPlan &plan, std::atomic<uint32_t> *on,
+                      uint32_t value) {
   int r;
-  std::atomic<uint32_t> *word = waiter_word(ctx->s, *ctx->w);
   pthread_cleanup_push(leave_on_thread_cancel, ctx);
   pthread_setcancelstate(PTHREAD_CANCEL_ENABLE, nullptr);
   pthread_testcancel();
-  r = plan.events ? watch->events.wait(word, kSlotWaiting, plan.wake_at)
-                  : futex_wait(word, kSlotWaiting, plan.wake_at);
+  r = plan.events ? watch->events.wait(on, value, plan.wake_at)
+                  : futex_wait(on, value, plan.wake_at);
   pthread_testcancel();
   pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, nullptr);
   pthread_cleanup_pop(0);
@@ -143,6 +143,7 @@ struct Wait {
   bool cancellable;  // by pthread_cancel (deferred), while it sleeps
   WatchState watch;
   bool spun = false;
+  uint32_t nudge = 0;  // the bounded policy's: the slot's nudge, as read
 };
 
 // Sleeps once, until a wake-up, the watch's next step, the deadline or the
@@ -152,6 +153,16 @@ int sleep_once(Wait *x) {
   shmsem_t *s = x->s;
   std::atomic<uint32_t> *word = waiter_word(s, x->w);
   std::atomic<uint32_t> &sleeping = s->slots[x->w.slot].sleeping;
+  // What it sleeps on: its word, or under the bounded policy the slot's
+  // nudge as read before this turn's poll (wait_turns): a nudge leaves the
+  // word WAITING, and changes the nudge after the permit it is for was
+  // freed (section.h: Wakes::run, nudge_slot).
+  std::atomic<uint32_t> *on = word;
+  uint32_t value = kSlotWaiting;
+  if (s->bound_ns) {
+    on = &s->slots[x->w.slot].nudge;
+    value = x->nudge;
+  }
   // One waiter at a time, the watcher, looks for deaths; the others wake
   // rarely, only to take over from a watcher that died.
   WatchPlan plan = watch_step(s, x->w.slot, x->limit, &x->watch);
@@ -171,11 +182,11 @@ int sleep_once(Wait *x) {
     SHMSEM_HOOK(WAIT_SLEEPING);
     CancelCleanup ctx{s, &x->w, x->cancel, x->limit, &x->watch};
     if (x->cancellable)
-      fr = sleep_cancellable(&ctx, &x->watch, plan);
+      fr = sleep_cancellable(&ctx, &x->watch, plan, on, value);
     else if (plan.events)
-      fr = x->watch.events.wait(word, kSlotWaiting, plan.wake_at);
+      fr = x->watch.events.wait(on, value, plan.wake_at);
     else
-      fr = futex_wait(word, kSlotWaiting, plan.wake_at);
+      fr = futex_wait(on, value, plan.wake_at);
   }
   sleeping.store(0, std::memory_order_relaxed);
   SHMSEM_HOOK(WAIT_WOKEN);
@@ -195,12 +206,17 @@ int sleep_once(Wait *x) {
 int wait_turns(Wait *x, shmsem_lease_t *lease) {
   shmsem_t *s = x->s;
   for (;;) {
+    // Before the poll, which under the bounded policy races for the pool:
+    // a permit freed after it changes the nudge after this read.
+    if (s->bound_ns)
+      x->nudge = s->slots[x->w.slot].nudge.load(std::memory_order_seq_cst);
     int r = waiter_poll(s, x->w, x->limit, lease);
     if (r != -EINPROGRESS) return r;
     // Spin once, when at the head (FIFO: nobody else can be granted next):
     // at once if we queued at the head, else after the wake-up that finds
     // us there.
-    if (!x->spun &&
+    // (Not while the bounded policy lets newcomers past it: no grant comes.)
+    if (!x->spun && !barging(s) &&
         __atomic_load_n(&s->core->head, __ATOMIC_RELAXED) == x->w.slot) {
       x->spun = true;
       if (spin_while_waiting(s, waiter_word(s, x->w))) continue;

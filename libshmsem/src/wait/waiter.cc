@@ -73,28 +73,45 @@ uint32_t take_weighted(Locked s, uint32_t weight, const Owner &me, Partial *p,
   return l;
 }
 
-// A free permit and nobody queued (INV-NOBYPASS: while anyone waits, no
-// lease is FREE or LOOSE, unless the head has all it asked for and waits
-// for its start time: this test is the FIFO rule), and a token if the
-// rate asks for one: true with `lease` filled.
-bool take_at_once(Locked s, uint32_t weight, const Owner &me, Partial *p,
-                  shmsem_lease_t *lease) {
+// `weight` free permits and a token if the rate asks for one, taken: true
+// with `lease` filled (what a weighted take found too few of stays in `p`).
+// One permit is held under process record `proc` (kNoProc: none), so that
+// its release (and this thread's next acquire) can be lock-free.
+bool take_now(Locked s, uint32_t weight, uint32_t proc, const Owner &me,
+              uint64_t waited, Partial *p, shmsem_lease_t *lease) {
   Core *c = s->core;
   const uint64_t now =
       c->rate_interval_ns.load(std::memory_order_relaxed) ? mono_ns() : 0;
-  if (c->waiting.load(std::memory_order_relaxed) != 0 || !rate_ok(s, now))
-    return false;
+  if (!rate_ok(s, now)) return false;
   uint64_t gen = 0;
-  // One permit is held under this process's record when it has one, so
-  // that its release (and this thread's next acquire) can be lock-free.
-  const uint32_t l = weight == 1 ? take_free(s, self_proc(s), me, &gen, true)
+  const uint32_t l = weight == 1 ? take_free(s, proc, me, &gen, true)
                                  : take_weighted(s, weight, me, p, &gen);
   if (l == kNone) return false;
   rate_take(s, now);
-  record_wait(s, 0);
+  record_wait(s, waited);
   SHMSEM_HOOK(ACQUIRE_COMMITTED);
   fill_token(s, l, gen, lease);
   return true;
+}
+
+// A free permit and nobody queued (INV-NOBYPASS: while anyone waits, no
+// lease is FREE or LOOSE, unless the head has all it asked for and waits
+// for its start time: this test is the FIFO rule; or the bounded policy
+// lets newcomers past a head within its bound): true with `lease` filled.
+bool take_at_once(Locked s, uint32_t weight, const Owner &me, Partial *p,
+                  shmsem_lease_t *lease) {
+  if (s->core->waiting.load(std::memory_order_relaxed) != 0 && !barging(s))
+    return false;
+  return take_now(s, weight, self_proc(s), me, 0, p, lease);
+}
+
+// What a weighted take found too few of goes back (to the pool, or to
+// the head's reservation).
+void give_back(Locked s, Partial *p, Wakes *wk) {
+  if (p->chain == kNone) return;
+  counter_add(s->core->held, -int32_t(p->taken));
+  pass_chain(s, p->mine, wk);
+  *p = Partial{};
 }
 
 // No permit now: a slot at the tail of the queue (1, *w filled), or
@@ -105,11 +122,8 @@ int enqueue(Locked s, uint32_t weight, bool may_queue, const Owner &me,
   Core *c = s->core;
   uint32_t slot = may_queue ? slot_pop(s) : kNone;
   if (slot == kNone) {
-    if (p->chain != kNone) {
-      // Not enough for a weighted acquire that may not wait: they go back.
-      counter_add(c->held, -int32_t(p->taken));
-      pass_chain(s, p->mine, wk);
-    }
+    // Not enough for a weighted acquire that may not wait: they go back.
+    give_back(s, p, wk);
     if (!may_queue) return -EAGAIN;
     stat_bump(c->queue_full);
     return -EBUSY;
@@ -134,7 +148,10 @@ int enqueue(Locked s, uint32_t weight, bool may_queue, const Owner &me,
   // first-period timer, which then wakes once for nothing (4000 queued
   // threads: 35 us per hand-off instead of 9).
   if (c->watcher == kNone) c->watcher = slot;
-  if (p->chain != kNone) {
+  if (p->chain != kNone && barging(s)) {
+    // Behind others, or racing for the pool: what it took goes back.
+    give_back(s, p, wk);
+  } else if (p->chain != kNone) {
     // At the head with part of what it asked for: that becomes its
     // reservation (a crash before leaves them HELD by this process).
     counter_add(c->held, -int32_t(p->taken));
@@ -206,6 +223,15 @@ uint64_t wake_by(const shmsem_t *s, uint32_t slot, uint64_t at,
   // At the head with all its permits, waiting for a token of the rate
   // limit: nobody wakes it at its start time but its own timer (or poll).
   if (uint64_t start = head_start_ns(s, slot)) sooner(start);
+  // The bounded policy: the end of its bound, when (at the head) it turns
+  // the hand-off on (policy_sync); nobody else does at that moment. Past
+  // it, a waiter that becomes the head does so in a section, which turns
+  // the hand-off on there.
+  if (s->bound_ns) {
+    const uint64_t end =
+        s->slots[slot].enq_ns.load(std::memory_order_relaxed) + s->bound_ns;
+    if (end > mono_ns()) sooner(end);
+  }
   return at;
 }
 
@@ -265,6 +291,32 @@ int leave_unlocked(shmsem_t *s, const Waiter &w, int err) {
   }
 }
 
+// The bounded policy within the head's bound: the head `w` (WAITING, ours)
+// takes what it asked for from the pool, as a newcomer would, and leaves
+// the queue: true with `lease` filled. False if it is not the head, or not
+// enough is free (what it took goes back).
+bool head_takes(Locked s, uint32_t w, shmsem_lease_t *lease, Wakes *wk) {
+  WaiterSlot &ws = s->slots[w];
+  if (s->core->head != w) return false;
+  const uint32_t weight = slot_weight(s, w);
+  const Owner me = ws.owner;
+  // What was reserved for it while the hand-off was on goes to the pool
+  // first (barging: to_pool), where it takes it back with the rest.
+  drop_reservation(s, w, wk);
+  const uint64_t enq = ws.enq_ns.load(std::memory_order_relaxed);
+  const uint64_t now = mono_ns();
+  Partial p;
+  if (!take_now(s, weight, weight == 1 ? self_proc(s) : kNoProc, me,
+                now > enq ? now - enq : 0, &p, lease)) {
+    give_back(s, &p, wk);
+    return false;
+  }
+  SHMSEM_HOOK(HEAD_BARGE_TAKEN);
+  queue_unlink(s, w);
+  slot_free(s, w);  // commit: WAITING -> FREE
+  return true;
+}
+
 // Completes the wait under the lock; `abandon_reason` != 0 tries to leave
 // the queue first. Wakes the next watcher, if any, after unlocking.
 int complete(shmsem_t *s, const Waiter &w, int abandon_reason,
@@ -294,6 +346,9 @@ int complete(shmsem_t *s, const Waiter &w, int abandon_reason,
       stat_bump(abandon_reason == -ETIMEDOUT ? s->core->timeouts
                                              : s->core->cancellations);
       r = abandon_reason;
+    } else if (waiting && barging(s)) {
+      if (!head_takes(k, w.slot, lease, wk)) return -EINPROGRESS;
+      r = 0;  // it raced for the pool and won
     } else if (waiting && !grant_due_head(k, w.slot, wk)) {
       return -EINPROGRESS;  // a poll at the head before its start time
     } else {
@@ -311,6 +366,14 @@ int complete(shmsem_t *s, const Waiter &w, int abandon_reason,
   return r;
 }
 
+// The bounded policy: a head races for the pool (within its bound) or turns
+// the hand-off on (past it), either under the lock. Read without it: a
+// stale answer costs a lock round or a wait until the next wake-up.
+bool poll_at_head(const shmsem_t *s, uint32_t slot) {
+  return __atomic_load_n(&s->core->head, __ATOMIC_RELAXED) == slot &&
+         !s->core->hand_off.load(std::memory_order_relaxed);
+}
+
 }  // namespace
 
 int waiter_poll(shmsem_t *s, const Waiter &w, const Limit *limit,
@@ -321,6 +384,7 @@ int waiter_poll(shmsem_t *s, const Waiter &w, const Limit *limit,
   if (waiter_word(s, w)->load(std::memory_order_acquire) == kSlotWaiting &&
       __atomic_load_n(&s->slots[w.slot].ticket, __ATOMIC_RELAXED) == w.ticket) {
     uint64_t start = head_start_ns(s, w.slot);
+    if (s->bound_ns && poll_at_head(s, w.slot)) start = 1;
     if (!start || start > mono_ns()) return -EINPROGRESS;
   }
   return complete(s, w, 0, limit, lease);

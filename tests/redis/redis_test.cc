@@ -18,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "endpoint.h"
 #include "redis_server.h"
 #include "support/process.h"
 
@@ -113,6 +114,27 @@ TEST(RedisNames, BadNamesAreInvalid) {
   }
 }
 
+TEST(RedisNames, ParsedIntoServerAndPool) {
+  shmsem::detail::Endpoint ep;
+  ASSERT_EQ(shmsem::detail::parse_endpoint("redis://db1/jobs", &ep), 0);
+  EXPECT_EQ(ep.host, "db1");
+  EXPECT_EQ(ep.port, 6379);
+  EXPECT_EQ(ep.base_key(), "shmsem:{jobs}");
+  ASSERT_EQ(shmsem::detail::parse_endpoint("REDIS://[::1]:7000/a.b-c_d", &ep),
+            0);
+  EXPECT_EQ(ep.host, "::1");
+  EXPECT_EQ(ep.port, 7000);
+  EXPECT_EQ(ep.pool, "a.b-c_d");
+  ASSERT_EQ(shmsem::detail::parse_endpoint(
+                "redis+unix:///run/redis/redis.sock?pool=gpus", &ep),
+            0);
+  EXPECT_EQ(ep.unix_path, "/run/redis/redis.sock");
+  EXPECT_EQ(ep.pool, "gpus");
+  EXPECT_EQ(shmsem::detail::parse_endpoint(
+                ("redis://h/" + std::string(201, 'p')).c_str(), &ep),
+            -EINVAL);
+}
+
 TEST(RedisNames, UnreachableServerIsECOMM) {
   shmsem_t *s = nullptr;
   EXPECT_EQ(shmsem_open("redis+unix:///nonexistent/redis.sock?pool=p", 0, &s),
@@ -140,6 +162,7 @@ TEST_F(RedisPool, CreateOpenUnlink) {
   EXPECT_EQ(st.permits, 3u);
   EXPECT_EQ(st.max_permits, 5u);
   EXPECT_EQ(st.available, 3u);
+  shmsem_detach(again);
   EXPECT_EQ(shmsem_unlink(tcp.c_str()), 0);
   EXPECT_EQ(shmsem_unlink(tcp.c_str()), -ENOENT);
   EXPECT_EQ(shmsem_open(name_.c_str(), 0, &again), 0 - ENOENT);

@@ -135,6 +135,7 @@ bool Conn::stale() const {
 void Conn::close() {
   if (c_) redisFree(c_);
   c_ = nullptr;
+  timeout_ms_ = 0;
 }
 
 void Conn::abandon() {
@@ -167,9 +168,13 @@ int Conn::call(const std::vector<std::string> &args, int timeout_ms,
   out->reset(nullptr);
   if (!c_) return -ECOMM;
   NoSigpipe no_sigpipe;
-  if (redisSetTimeout(c_, tv_of(timeout_ms)) != REDIS_OK) {
-    close();
-    return -ECOMM;
+  // Two setsockopt calls: only when the timeout changes.
+  if (timeout_ms != timeout_ms_) {
+    if (redisSetTimeout(c_, tv_of(timeout_ms)) != REDIS_OK) {
+      close();
+      return -ECOMM;
+    }
+    timeout_ms_ = timeout_ms;
   }
   std::vector<const char *> argv;
   std::vector<size_t> lens;

@@ -77,6 +77,7 @@ class Conn {
 
  private:
   redisContext *c_ = nullptr;
+  int timeout_ms_ = 0;  // the socket's timeouts now (0: not set)
 };
 
 // Exactly `n` decimal numbers (at most 18 digits each) separated by single

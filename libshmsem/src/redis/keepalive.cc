@@ -28,7 +28,10 @@ void renew_once(Pool *p, Conn *c, const std::vector<HeldLease> &held) {
     args.push_back(std::to_string(l.gen));
   }
   Reply r;
-  const int timeout = int(p->ttl_ms / 3 > 0 ? p->ttl_ms / 3 : 1);
+  // A third of the TTL (a later answer is too late to keep the lease), and
+  // never longer than a call may take (detach waits for this one).
+  int timeout = int(p->ttl_ms / 3 > 0 ? p->ttl_ms / 3 : 1);
+  if (timeout > io_timeout_ms(p)) timeout = io_timeout_ms(p);
   if (conn_call(p, c, "shmsem_renew", args, &r, timeout) < 0) return;
   if (r.status() != "ok" || r.size() != held.size() + 2) return;
   std::lock_guard<std::mutex> lock(p->ka_mu);

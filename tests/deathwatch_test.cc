@@ -188,6 +188,59 @@ TEST_P(DeathWatchTest, KilledHolderPermitReachesTheWaiter) {
   EXPECT_INVARIANTS(seg.get());
 }
 
+// The same for an async waiter parked in a ring (the watcher, the only
+// waiter): on the event path the watch wakes its word; polling, its linked
+// timeout brings its poll at the end of the period, which passes.
+TEST_P(DeathWatchTest, KilledHolderPermitReachesAnAsyncWaiter) {
+  testing::limit_liveness(0);  // the loop's ring needs the opcode...
+  if (shmsem_uring_probe() != 0)
+    GTEST_SKIP() << "no IORING_OP_FUTEX_WAIT here: no ring for the waiter";
+  Segment seg(1, 64);
+  Shared<std::atomic<int>> held;
+  Children kids;
+  pid_t h = spawn_holder(kids, seg.name(), &*held);
+  ASSERT_TRUE(wait_until([&] { return held->load() == 1; }));
+  HookGate gate;
+  std::atomic<int> seen{0};
+  gate.on_every([&](HookPoint p) {
+    if (p == HookPoint::WATCH_DEATH_SEEN) seen++;
+  });
+  io_uring ring;
+  ASSERT_EQ(io_uring_queue_init(8, &ring, 0), 0);
+  // ... while the death watch may go without (Polling: taken away).
+  if (GetParam() == Path::kPolling)
+    testing::limit_liveness(detail::kLimitNoUring);
+  shmsem_waiter_t w;
+  shmsem_lease_t l;
+  ASSERT_EQ(shmsem_waiter_start(seg.get(), &w, nullptr, &l), SHMSEM_QUEUED);
+  ASSERT_EQ(shmsem_uring_prep_wait(&ring, &w, 7), 0);
+  ASSERT_GE(io_uring_submit(&ring), 0);
+  kill_and_reap(h);
+  int r = -EINPROGRESS;
+  while (r == -EINPROGRESS) {
+    io_uring_cqe *cqe;
+    ASSERT_EQ(io_uring_wait_cqe(&ring, &cqe), 0);
+    const uint64_t tag = cqe->user_data;
+    io_uring_cqe_seen(&ring, cqe);
+    if (tag != 7) continue;
+    r = shmsem_waiter_poll(&w, &l);
+    if (r == -EINPROGRESS) {
+      ASSERT_EQ(shmsem_uring_prep_wait(&ring, &w, 7), 0);
+      ASSERT_GE(io_uring_submit(&ring), 0);
+    }
+  }
+  io_uring_queue_exit(&ring);
+  ASSERT_EQ(r, 0);
+  if (GetParam() == Path::kEvents) {
+    EXPECT_GE(seen.load(), 1);
+  } else {
+    EXPECT_EQ(seen.load(), 0) << "a report without a watch";
+  }
+  EXPECT_EQ(shmsem_release(seg.get(), &l), 0);
+  EXPECT_COUNTS(seg.get(), 1, 0, 0, 0);
+  EXPECT_INVARIANTS(seg.get());
+}
+
 // The watcher itself is killed, in the middle of its watch (on the event
 // path: with its ring armed, pidfds open). Then the holder dies too. The
 // remaining backup notices the watcher is late, takes over and reclaims

@@ -295,9 +295,9 @@ struct Arming {
 };
 
 // Under mu: pending entries to arm, idle entries to drop (their polls
-// cancelled), async wakes due again; the earliest retry time, or 0.
-uint64_t collect(Watchdog *w, io_uring *ring, std::vector<Arming> *out,
-                 uint32_t *ctl) {
+// cancelled), the value of ctl the helper's wait will expect.
+void collect(Watchdog *w, io_uring *ring, std::vector<Arming> *out,
+             uint32_t *ctl) {
   *ctl = w->ctl.load(std::memory_order_relaxed);
   const uint64_t now = real_mono_ns();
   size_t used = 0;
@@ -320,6 +320,13 @@ uint64_t collect(Watchdog *w, io_uring *ring, std::vector<Arming> *out,
       e.gen++;
     }
   }
+}
+
+// Under mu, just before the helper sleeps (after every report of the
+// round, settle()'s included): the async wakes due again; the earliest
+// retry time left, or 0.
+uint64_t retry_wakes(Watchdog *w) {
+  const uint64_t now = real_mono_ns();
   uint64_t next = 0;
   for (uint32_t i = 0; i < w->n_regs; i++) {
     Reg *r = w->regs[i].load(std::memory_order_relaxed);
@@ -414,12 +421,13 @@ bool helper_round(Watchdog *w, io_uring *ring, bool *ctl_armed,
   uint64_t retry;
   {
     std::lock_guard<std::mutex> lock(w->mu);
-    retry = collect(w, ring, todo, &ctl);
+    collect(w, ring, todo, &ctl);
   }
   if (!arm_pending(ring, todo)) return false;
   {
     std::lock_guard<std::mutex> lock(w->mu);
     settle(w, todo);
+    retry = retry_wakes(w);
   }
   if (!*ctl_armed) {
     io_uring_sqe *sqe = next_sqe(ring);

@@ -1,5 +1,6 @@
 // shmsem create NAME --permits N [--max-permits M] [--rate R/UNIT]
-//   [--burst B] [--max-waiters W] [--mode 0660] [--exclusive]
+//   [--burst B] [--max-waiters W] [--policy fifo|bounded[:DURATION]]
+//   [--mode 0660] [--exclusive]
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,6 +27,8 @@ struct CreateOptions {
   uint32_t max_waiters = 0;
   std::string mode;
   std::string lease_ttl;  // remote semaphores: a DURATION
+  std::string policy;     // fifo, bounded or bounded:DURATION
+  bool policy_given = false;
   bool exclusive = false;
   bool any_owner = false;
 };
@@ -58,8 +61,10 @@ int create_usage(const CreateOptions &o, const std::string &what) {
 
 // The options the existing semaphore `name` was created with, as create
 // takes them ("--permits 3 --max-waiters 16"), and its capacity if it has
-// changed since; "" if it cannot be read.
-std::string existing_settings(const std::string &name) {
+// changed since; "" if it cannot be read. Its --policy shows when it is not
+// the default or `asked` (the configuration refused) is not.
+std::string existing_settings(const std::string &name,
+                              const struct shmsem_config &asked) {
   Snapshot snap;
   if (read_pool(name, &snap) != 0) return "";
   const struct shmsem_stat &st = snap.st;
@@ -75,6 +80,8 @@ std::string existing_settings(const std::string &name) {
     out += " --rate " + format_rate(st.rate, st.rate_period_ns) + " --burst " +
            std::to_string(st.burst);
   out += " --max-waiters " + std::to_string(st.max_waiters);
+  if (st.policy != SHMSEM_POLICY_FIFO || asked.policy != SHMSEM_POLICY_FIFO)
+    out += " --policy " + format_policy(st.policy, st.max_bypass_ns);
   uint32_t created_capacity =
       snap.created_permits ? snap.created_permits : st.max_permits;
   if (st.permits != created_capacity)
@@ -91,6 +98,7 @@ std::string given_settings(const CreateOptions &o,
   if (o.rate_given) out += " --rate " + o.rate;
   if (o.burst) out += " --burst " + std::to_string(o.burst);
   if (o.max_waiters) out += " --max-waiters " + std::to_string(o.max_waiters);
+  if (o.policy_given) out += " --policy " + o.policy;
   if (cfg.mode) {
     char mode[24];
     (void)snprintf(mode, sizeof mode, " --mode 0%o",
@@ -165,6 +173,10 @@ int config_from(const CreateOptions &o, struct shmsem_config *out) {
     }
     cfg.mode = uint32_t(m);
   }
+  if (o.policy_given) {
+    std::string why = parse_policy(o.policy, &cfg.policy, &cfg.max_bypass_ns);
+    if (!why.empty()) return create_usage(o, why);
+  }
   return lease_ttl_from(o, &cfg);
 }
 
@@ -186,7 +198,7 @@ int run_create(const CreateOptions &o) {
   }
   if (e == -EEXIST && !o.exclusive) {
     // Not exclusive, so it exists with other settings: say which.
-    std::string was = existing_settings(o.name);
+    std::string was = existing_settings(o.name, cfg);
     if (!was.empty()) {
       fprintf(stderr,
               "shmsem: create %s: semaphore already exists with %s; remove "
@@ -197,6 +209,11 @@ int run_create(const CreateOptions &o) {
       return kExitExists;
     }
   }
+  if (e == -EOPNOTSUPP && cfg.policy == SHMSEM_POLICY_BOUNDED)
+    return create_usage(o,
+                        "--policy " + o.policy +
+                            " is for local semaphores; a semaphore on a "
+                            "server (redis://...) grants in FIFO order only");
   if (e == -EINVAL) {
     // Everything the library checks is checked above; should it still
     // refuse, name what it was given rather than its generic words.
@@ -210,6 +227,23 @@ int run_create(const CreateOptions &o) {
   }
   return kExitOk;
 }
+
+// The help's footer: how the limits and the policy work, and when an
+// existing semaphore is used.
+constexpr const char *kCreateFooter =
+    "With --rate, each acquire also takes a token, in the same FIFO order "
+    "(one token per acquire,\nwhatever its --weight): at most COUNT per "
+    "UNIT, up to --burst at once. With both limits an acquire\nwaits for "
+    "a permit and a token.\n"
+    "--policy bounded trades order for throughput: while the head of the "
+    "queue has waited less than\nDURATION, a newcomer may take a free "
+    "permit past it (as sem_t lets anyone); once it has waited\nlonger, "
+    "permits go to the queue in order, until a head has waited less or "
+    "the queue is empty.\nChoose it when waiters outnumber CPUs and "
+    "throughput matters more than order (shmsem(7), Policies).\n"
+    "An existing semaphore is used only if it was created with the same "
+    "--permits, --max-permits,\n--rate, --burst and --policy (and "
+    "--max-waiters, if given).";
 
 }  // namespace
 
@@ -246,6 +280,13 @@ Subcommand add_create(CLI::App &parent) {
                   "Wait-queue bound (default 1024)")
       ->option_text("W")
       ->transform(decimal(1, SHMSEM_MAX_WAITERS));
+  CLI::Option *policy =
+      sub->add_option("--policy", o->policy,
+                      "Who gets a released permit: fifo (default): the queue, "
+                      "in order; bounded[:DURATION]: whoever asks first, past "
+                      "the queue, until its head has waited DURATION (default "
+                      "1ms), then the queue in order")
+          ->option_text("fifo|bounded[:DURATION]");
   sub->add_option("-m,--mode", o->mode,
                   "Read/write bits of /dev/shm/NAME in octal, within 0666 "
                   "(default 0600)")
@@ -258,22 +299,17 @@ Subcommand add_create(CLI::App &parent) {
                 "Also use an existing semaphore another user owns");
   sub->add_flag("-x,--exclusive", o->exclusive,
                 "Fail (exit 4) if it already exists");
-  sub->footer(
-      "With --rate, each acquire also takes a token, in the same FIFO order "
-      "(one token per acquire,\nwhatever its --weight): at most COUNT per "
-      "UNIT, up to --burst at once. With both limits an acquire\nwaits for "
-      "a permit and a token. An existing semaphore is used only if it was "
-      "created with the same\n--permits, --max-permits, --rate and --burst "
-      "(and --max-waiters, if given).");
+  sub->footer(kCreateFooter);
   return {sub,
-          [o, permits, rate] {
+          [o, permits, rate, policy] {
             o->permits_given = permits->count() > 0;
             o->rate_given = rate->count() > 0;
+            o->policy_given = policy->count() > 0;
             return run_create(*o);
           },
           "shmsem create NAME --permits N [--max-permits M] [--rate COUNT/UNIT "
-          "[--burst B]] [--max-waiters W] [--mode MODE] [--exclusive] "
-          "[--any-owner]"};
+          "[--burst B]] [--max-waiters W] [--policy fifo|bounded[:DURATION]] "
+          "[--mode MODE] [--exclusive] [--any-owner]"};
 }
 
 }  // namespace shmsem::cli

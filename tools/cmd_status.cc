@@ -93,6 +93,32 @@ std::string rate_text(const Snapshot &s) {
          (in ? "in " + format_duration(in) : std::string("now"));
 }
 
+// "fifo (permits go to the queue in order)", "bounded:1ms, newcomers
+// may pass (...)" or "bounded:1ms, handing off in order (...)".
+std::string policy_text(const struct shmsem_stat &st) {
+  std::string name = format_policy(st.policy, st.max_bypass_ns);
+  if (st.policy == SHMSEM_POLICY_FIFO)
+    return name + " (permits go to the queue in order)";
+  if (st.policy != SHMSEM_POLICY_BOUNDED) return name;
+  std::string bound = format_duration(st.max_bypass_ns);
+  return st.hand_off ? name + ", handing off in order (the head has waited " +
+                           bound + " or more)"
+                     : name + ", newcomers may pass (nobody waits, or the " +
+                           "head has waited less than " + bound + ")";
+}
+
+// The policy's members: its name as --policy takes it without the bound
+// ("fifo", "bounded"), the bound and the hand-off (null under FIFO).
+void policy_json(const struct shmsem_stat &st, Json *j) {
+  const bool bounded = st.policy == SHMSEM_POLICY_BOUNDED;
+  (*j)["policy"] = bounded ? "bounded"
+                   : st.policy == SHMSEM_POLICY_FIFO
+                       ? "fifo"
+                       : "policy " + std::to_string(st.policy);
+  (*j)["max_bypass_ns"] = bounded ? Json(st.max_bypass_ns) : Json(nullptr);
+  (*j)["hand_off"] = bounded ? Json(st.hand_off != 0) : Json(nullptr);
+}
+
 // "1 lease (2 permits) held longer than declared"
 std::string overdue_text(const Snapshot &s) {
   std::string out =
@@ -169,6 +195,7 @@ Json to_json(const Snapshot &s) {
   } else {
     j["rate"] = nullptr;
   }
+  policy_json(st, &j);
   j["file"] = {{"path", "/dev/shm" + s.name},
                {"mode", octal_mode(s.mode)},
                {"uid", s.uid},
@@ -226,6 +253,7 @@ void render_summary(const Snapshot &s, FILE *f) {
     kv.erase(std::remove_if(kv.begin(), kv.end(),
                             [](const auto &row) { return row[0] == "file"; }),
              kv.end());
+  kv.insert(kv.begin() + 3, {"policy", policy_text(st)});
   if (st.rate) kv.insert(kv.begin() + 3, {"rate", rate_text(s)});
   if (s.overdue) {
     // After "held": leases held longer than their holders declared.
@@ -475,6 +503,9 @@ Subcommand add_status(CLI::App &parent) {
       "them now (an acquire that would wait does it too).\n"
       "After a shrink (shmsem set), 'capacity' shows how many permits are "
       "still held above it.\n"
+      "'policy' is create's --policy; a bounded one also says whether "
+      "newcomers may pass the queue now\nor permits go to it in order (its "
+      "head has waited the bound or more).\n"
       "DECLARED is how long a holder said it would hold its lease (run "
       "--expect); OVERDUE marks one\nheld longer, and 'overdue' counts them. "
       "Nothing is taken from an overdue holder.\n"

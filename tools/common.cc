@@ -297,6 +297,75 @@ std::string format_rate(uint32_t count, uint64_t period_ns) {
 
 namespace {
 
+// A bound as parse_duration() reads it: the largest unit it divides
+// exactly, else ms with up to six decimals ("1.5ms", "0.000001ms").
+std::string bound_text(uint64_t ns) {
+  static constexpr RateUnit kUnits[] = {
+      {"d", 86'400'000'000'000ull}, {"h", 3'600'000'000'000ull},
+      {"m", 60'000'000'000ull},     {"s", 1'000'000'000ull},
+      {"ms", 1'000'000ull},
+  };
+  for (const RateUnit &u : kUnits)
+    if (ns && ns % u.ns == 0) return std::to_string(ns / u.ns) + u.name;
+  std::string frac = std::to_string(1'000'000 + ns % 1'000'000).substr(1);
+  while (frac.back() == '0') frac.pop_back();  // ns % 10^6 != 0: one stays
+  return std::to_string(ns / 1'000'000) + "." + frac + "ms";
+}
+
+}  // namespace
+
+std::string parse_policy(const std::string &text, uint32_t *policy,
+                         uint64_t *max_bypass_ns) {
+  const std::string invalid = "invalid --policy '" + text + "': ";
+  const std::string word = text.substr(0, text.find(':'));
+  const bool has_bound = text.find(':') != std::string::npos;
+  if (word == "fifo" && !has_bound) {
+    *policy = SHMSEM_POLICY_FIFO;
+    *max_bypass_ns = 0;
+    return "";
+  }
+  if (word == "fifo")
+    return invalid +
+           "fifo takes no duration (it never lets a permit past the "
+           "queue); give bounded:DURATION for a bounded policy";
+  if (word != "bounded")
+    return invalid +
+           "give fifo, bounded or bounded:DURATION (for example "
+           "bounded:2ms)";
+  uint64_t ns = SHMSEM_DEFAULT_MAX_BYPASS_NS;
+  if (has_bound) {
+    const std::string bound = text.substr(word.size() + 1);
+    if (bound.empty())
+      return invalid +
+             "give a duration after 'bounded:', as in bounded:2ms (or "
+             "'bounded' alone for " +
+             bound_text(SHMSEM_DEFAULT_MAX_BYPASS_NS) + ")";
+    if (!parse_duration(bound, &ns).empty())
+      return invalid + "'" + bound +
+             "' is not a duration: give a number with an optional unit "
+             "ms, s, m, h or d after 'bounded:', as in bounded:2ms or "
+             "bounded:0.5s (a plain number is seconds)";
+    if (ns == 0)
+      return invalid + "the bound must be more than 0 ('bounded' alone is " +
+             bound_text(SHMSEM_DEFAULT_MAX_BYPASS_NS) + ")";
+    if (ns > SHMSEM_MAX_BYPASS_NS)
+      return invalid + "the bound may be at most " +
+             bound_text(SHMSEM_MAX_BYPASS_NS) + " (24h)";
+  }
+  *policy = SHMSEM_POLICY_BOUNDED;
+  *max_bypass_ns = ns;
+  return "";
+}
+
+std::string format_policy(uint32_t policy, uint64_t max_bypass_ns) {
+  if (policy == SHMSEM_POLICY_FIFO) return "fifo";
+  if (policy == SHMSEM_POLICY_BOUNDED)
+    return "bounded:" + bound_text(max_bypass_ns);
+  return "policy " + std::to_string(policy);  // a newer library's
+}
+
+namespace {
+
 // What to do about an error of `verb`, in the user's terms; "" if nothing
 // useful.
 std::string hint_for(int err, const std::string &name,

@@ -63,6 +63,21 @@ std::string parse_rate(const std::string &text, uint32_t *count,
 // that is no whole number of ms, s, min or h prints in ns ("7/1500ns").
 std::string format_rate(uint32_t count, uint64_t period_ns);
 
+// Parse a policy as `create --policy` takes it: "fifo", "bounded" (the
+// default bound, SHMSEM_DEFAULT_MAX_BYPASS_NS) or "bounded:DURATION" (as
+// parse_duration() reads it, more than 0 and at most SHMSEM_MAX_BYPASS_NS).
+// Returns "" and sets *policy (SHMSEM_POLICY_*) and *max_bypass_ns (0 under
+// FIFO, the bound under BOUNDED), or what is wrong with `text`, beginning
+// "invalid --policy '<text>': " (quoted as given: print it through
+// printable()).
+std::string parse_policy(const std::string &text, uint32_t *policy,
+                         uint64_t *max_bypass_ns);
+
+// A policy as parse_policy() reads it back: "fifo", "bounded:1ms",
+// "bounded:2m", "bounded:1.5ms" (the largest unit that is exact, else ms
+// with a fraction).
+std::string format_policy(uint32_t policy, uint64_t max_bypass_ns);
+
 // Print "shmsem: <verb> <name>: <library message>[; <hint>]" to stderr.
 // `err` is a negative errno from the library; the hint says what to do
 // about it when `verb` is done (`rm` of a missing name: nothing).

@@ -123,6 +123,27 @@ void add_state(Builder &b, const Snapshot &r) {
           st.closed ? 1 : 0);
 }
 
+// The policy (shmsem(7), Policies): bounded or not for every pool; the
+// bound and the hand-off only for bounded ones (FIFO has neither: it always
+// hands off in order), as the rate's tokens only with a rate.
+void add_policy(Builder &b, const Snapshot &r) {
+  const struct shmsem_stat &st = r.st;
+  const bool bounded = st.policy == SHMSEM_POLICY_BOUNDED;
+  b.gauge("shmsem_policy_bounded",
+          "1 if created with the bounded policy (newcomers may pass the "
+          "queue within a bound), 0 if FIFO",
+          r, bounded ? 1 : 0);
+  if (!bounded) return;
+  b.gauge("shmsem_max_bypass_seconds",
+          "Bounded policy: how long the head of the queue may wait while "
+          "newcomers pass it",
+          r, seconds(st.max_bypass_ns));
+  b.gauge("shmsem_hand_off",
+          "Bounded policy: 1 while the head has waited the bound or more "
+          "and permits go to the queue in order, 0 while newcomers may pass",
+          r, st.hand_off ? 1 : 0);
+}
+
 // Leases to look at: overdue ones and those of dead processes.
 void add_leases(Builder &b, const Snapshot &r) {
   b.gauge("shmsem_overdue_leases",
@@ -250,6 +271,7 @@ void add_pool(Builder &b, const Snapshot &r) {
           r, r.error ? 0 : 1);
   if (r.error) return;
   add_state(b, r);
+  add_policy(b, r);
   add_leases(b, r);
   add_times(b, r);
   add_counters(b, r);

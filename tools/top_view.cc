@@ -89,6 +89,12 @@ std::string pool_header(const PoolSample &p) {
          "  timeouts/s " + per_second_text(p.rates_known, p.timeouts_per_s);
   if (st.closed) out += "  CLOSED";
   if (s.queue_rebuilt) out += "  (queue order rebuilt)";
+  // Last, where a narrow window cuts first: FIFO, the default, says
+  // nothing; a bounded policy its bound, and "hand-off" while permits go
+  // to the queue in order.
+  if (st.policy != SHMSEM_POLICY_FIFO)
+    out += "  " + format_policy(st.policy, st.max_bypass_ns) +
+           (st.hand_off ? " hand-off" : "");
   return out;
 }
 

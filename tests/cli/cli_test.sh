@@ -108,7 +108,7 @@ StatusJsonHasStableFields() {
 	bg "$SHMSEM" run "$n" -- sleep 600
 	wait_for 5 "d['held'] == 1" "$n"
 	expect_rc 0 "$SHMSEM" status --json "$n"
-	expect_json "list(d.keys())" "['version', 'name', 'state', 'capacity', 'max_permits', 'created_permits', 'retiring', 'max_waiters', 'available', 'held', 'reserved', 'waiting', 'rate', 'file', 'created', 'holders', 'waiters', 'queue_rebuilt', 'counters', 'wait_ns', 'hold_ns', 'overdue', 'overdue_permits', 'damaged']"
+	expect_json "list(d.keys())" "['version', 'name', 'state', 'capacity', 'max_permits', 'created_permits', 'retiring', 'max_waiters', 'available', 'held', 'reserved', 'waiting', 'rate', 'policy', 'max_bypass_ns', 'hand_off', 'file', 'created', 'holders', 'waiters', 'queue_rebuilt', 'counters', 'wait_ns', 'hold_ns', 'overdue', 'overdue_permits', 'damaged']"
 	expect_json "d['version'], d['name'], d['state']" "(1, '$n', 'open')"
 	expect_json "d['capacity'], d['max_waiters'], d['available'], d['held'], d['reserved'], d['waiting']" "(2, 8, 1, 1, 0, 0)"
 	expect_json "d['max_permits'], d['created_permits'], d['retiring'], d['rate']" "(2, 2, 0, None)"
@@ -600,6 +600,124 @@ BadRatesAreRejectedInPlainWords() {
 	expect_err "--max-permits 2 is below --permits 4"
 	expect_err "Run 'shmsem create --help'"
 	[[ ! -e /dev/shm$n ]] || fail "a bad command line created $n"
+}
+
+# Issue 28: --policy fifo|bounded[:DURATION], the duration read as every
+# other; status shows it and the bound as given, and `bounded` alone is the
+# default bound, 1 ms.
+CreateTakesAPolicy() {
+	local i=0 p u given policy ns
+	expect_rc 0 "$SHMSEM" create --help
+	expect_out "--policy fifo|bounded[:DURATION]"
+	expect_out "(shmsem(7), Policies)"
+	# given|policy|max_bypass_ns
+	for p in 'fifo|fifo|None' 'bounded|bounded|1000000' 'bounded:2ms|bounded|2000000' \
+		'bounded:0.5s|bounded|500000000' 'bounded:1.5ms|bounded|1500000' \
+		'bounded:3|bounded|3000000000' 'bounded:2m|bounded|120000000000' \
+		'bounded:1d|bounded|86400000000000' 'bounded:24h|bounded|86400000000000'; do
+		i=$((i + 1))
+		u=$(name "policy-$i")
+		IFS='|' read -r given policy ns <<<"$p"
+		expect_rc 0 "$SHMSEM" create "$u" --permits 2 --policy "$given"
+		expect_no_err
+		expect_rc 0 "$SHMSEM" status --json "$u"
+		expect_json "d['policy'], d['max_bypass_ns']" "('$policy', $ns)"
+		# The same policy again is the same semaphore.
+		expect_rc 0 "$SHMSEM" create "$u" --permits 2 --policy "$given"
+	done
+	# Left out, the policy is FIFO.
+	expect_rc 0 "$SHMSEM" create "$(name policy-default)" --permits 1
+	expect_rc 0 "$SHMSEM" status --json "$(name policy-default)"
+	expect_json "d['policy'], d['max_bypass_ns'], d['hand_off']" "('fifo', None, None)"
+}
+
+# Bad policies are usage errors (exit 2) that name --policy, quote what was
+# given and say why; nothing is created.
+BadPoliciesAreRejectedInPlainWords() {
+	local n p
+	n=$(name badpolicy)
+	for p in lifo FIFO Bounded "" bounded:x bounded:2x bounded:-1ms bounded:1us fifo:1ms bounded:0 \
+		bounded:0ms bounded: bounded:2d bounded:25h bounded:86401 :bounded; do
+		expect_rc 2 "$SHMSEM" create "$n" --permits 1 --policy "$p"
+		expect_err "shmsem: create $n: invalid --policy '$p': "
+		expect_err "Run 'shmsem create --help'"
+		[[ ! -e /dev/shm$n ]] || fail "--policy '$p' created $n"
+	done
+	expect_rc 2 "$SHMSEM" create "$n" --permits 1 --policy lifo
+	expect_err "give fifo, bounded or bounded:DURATION (for example bounded:2ms)"
+	expect_rc 2 "$SHMSEM" create "$n" --permits 1 --policy bounded:2x
+	expect_err "'2x' is not a duration: give a number with an optional unit ms, s, m, h or d"
+	expect_rc 2 "$SHMSEM" create "$n" --permits 1 --policy fifo:1ms
+	expect_err "fifo takes no duration"
+	expect_rc 2 "$SHMSEM" create "$n" --permits 1 --policy bounded:0
+	expect_err "the bound must be more than 0 ('bounded' alone is 1ms)"
+	expect_rc 2 "$SHMSEM" create "$n" --permits 1 --policy bounded:
+	expect_err "give a duration after 'bounded:'"
+	expect_rc 2 "$SHMSEM" create "$n" --permits 1 --policy bounded:25h
+	expect_err "the bound may be at most 1d (24h)"
+	expect_rc 2 "$SHMSEM" create "$n" --permits 1 --policy
+	# A semaphore on a server keeps FIFO order (shmsem_create(3):
+	# -EOPNOTSUPP, refused before any connection is made).
+	"$SHMSEM" create redis://127.0.0.1:1/pool --permits 1 --policy bounded >"$TMP/out" 2>"$TMP/err" || true
+	if ! grep -q "no backend for this kind of name" "$TMP/err"; then  # built with Redis
+		expect_rc 2 "$SHMSEM" create redis://127.0.0.1:1/pool --permits 1 --policy bounded:2ms
+		expect_err "--policy bounded:2ms is for local semaphores; a semaphore on a server (redis://...) grants in FIFO order only"
+	fi
+}
+
+# A create with another policy or bound than the semaphore's is EEXIST
+# (exit 4) as for any other setting, and says which policy it has;
+# `bounded` and `bounded:1ms` are the same policy.
+CreateWithAnotherPolicyIsEexist() {
+	local f b
+	f=$(name eexist-fifo)
+	b=$(name eexist-bounded)
+	expect_rc 0 "$SHMSEM" create "$f" --permits 2
+	expect_rc 0 "$SHMSEM" create "$f" --permits 2 --policy fifo
+	expect_rc 4 "$SHMSEM" create "$f" --permits 2 --policy bounded
+	expect_err "semaphore already exists with --permits 2 --max-waiters 1024 --policy fifo;"
+	expect_rc 0 "$SHMSEM" create "$b" --permits 2 --policy bounded
+	expect_rc 0 "$SHMSEM" create "$b" --permits 2 --policy bounded:1ms
+	expect_rc 4 "$SHMSEM" create "$b" --permits 2
+	expect_err "semaphore already exists with --permits 2 --max-waiters 1024 --policy bounded:1ms;"
+	expect_rc 4 "$SHMSEM" create "$b" --permits 2 --policy fifo
+	expect_rc 4 "$SHMSEM" create "$b" --permits 2 --policy bounded:2ms
+	expect_err "--policy bounded:1ms;"
+	expect_rc 4 "$SHMSEM" create "$b" --permits 2 --policy bounded --exclusive
+	expect_err "semaphore already exists"
+	# Still the semaphore it was.
+	expect_rc 0 "$SHMSEM" status --json "$b"
+	expect_json "d['policy'], d['max_bypass_ns']" "('bounded', 1000000)"
+}
+
+# Status (text and JSON) shows the policy, and for a bounded one whether
+# permits go to the queue in order now: on once the head has waited the
+# bound (its wake-up at the bound's end turns it on), off again once the
+# queue is empty.
+StatusShowsThePolicyAndTheHandOff() {
+	local f b holder waiter
+	f=$(name status-fifo)
+	b=$(name status-bounded)
+	"$SHMSEM" create "$f" --permits 1
+	expect_rc 0 "$SHMSEM" status "$f"
+	expect_out "policy     fifo (permits go to the queue in order)"
+	"$SHMSEM" create "$b" --permits 1 --policy bounded:5ms
+	expect_rc 0 "$SHMSEM" status "$b"
+	expect_out "policy     bounded:5ms, newcomers may pass (nobody waits, or the head has waited less than 5ms)"
+	expect_rc 0 "$SHMSEM" status --json "$b"
+	expect_json "d['policy'], d['max_bypass_ns'], d['hand_off']" "('bounded', 5000000, False)"
+	start_holder pol "$b"
+	holder=$BG
+	wait_for 10 "d['held'] == 1" "$b"
+	bg "$SHMSEM" run "$b" -- true
+	waiter=$BG
+	wait_for 10 "d['waiting'] == 1 and d['hand_off'] is True" "$b"
+	expect_rc 0 "$SHMSEM" status "$b"
+	expect_out "policy     bounded:5ms, handing off in order (the head has waited 5ms or more)"
+	release_holder pol "$holder"
+	wait "$waiter" || fail "the waiter failed"
+	wait_for 10 "d['held'] == 0 and d['waiting'] == 0 and d['hand_off'] is False" "$b"
+	expect_json "d['counters']['acquisitions']" "2"
 }
 
 # A holder we release when we choose: its command signals that it runs,

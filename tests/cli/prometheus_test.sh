@@ -325,6 +325,41 @@ DeadHoldersAreCountedInGauges() {
 	kill -0 "$alive" || fail "the live holder was ended"
 }
 
+# Issue 28: shmsem_policy_bounded for every semaphore; the bound and the
+# hand-off (as status --json shows them) for bounded ones only, in status
+# --prometheus and from the exporter.
+BoundedPolicyIsExportedAsGauges() {
+	need_tools
+	local f b g out=$TMP/metrics holder
+	f=$(name fifo)
+	b=$(name bounded)
+	"$SHMSEM" create "$f" --permits 1
+	"$SHMSEM" create "$b" --permits 1 --policy bounded:2ms
+	expect_rc 0 "$SHMSEM" status --prometheus "$f" "$b"
+	cp "$TMP/out" "$out"
+	lint "$out"
+	for g in shmsem_policy_bounded shmsem_max_bypass_seconds shmsem_hand_off; do
+		grep -qx "# TYPE $g gauge" "$out" || fail "$g is not a gauge"
+	done
+	expect_prom "$out" "$f" "v('shmsem_policy_bounded'), has('shmsem_max_bypass_seconds'), has('shmsem_hand_off')" "(0.0, False, False)"
+	expect_prom "$out" "$b" "v('shmsem_policy_bounded'), v('shmsem_max_bypass_seconds'), v('shmsem_hand_off')" "(1.0, 0.002, 0.0)"
+	bg "$SHMSEM" run "$b" -- sleep 600
+	holder=$BG
+	wait_for 10 "d['held'] == 1" "$b"
+	bg "$SHMSEM" run "$b" -- true
+	wait_for 10 "d['waiting'] == 1 and d['hand_off'] is True" "$b"
+	start_exporter "$f" "$b"
+	scrape "$out"
+	lint "$out"
+	expect_prom "$out" "$b" "v('shmsem_hand_off'), v('shmsem_waiters')" "(1.0, 1.0)"
+	expect_same_as_json "$out" "$b"
+	kill -TERM "$holder"
+	wait_for 10 "d['held'] == 0 and d['waiting'] == 0 and d['hand_off'] is False" "$b"
+	scrape "$out"
+	expect_prom "$out" "$b" "v('shmsem_hand_off'), v('shmsem_policy_bounded')" "(0.0, 1.0)"
+	stop_exporter TERM
+}
+
 case=${1:?usage: prometheus_test.sh <CaseName>}
 declare -F "$case" >/dev/null || fail "no test case $case"
 "$case"

@@ -299,6 +299,32 @@ TopHintsRecoverForADeadHolder() {
 	! grep -q "shmsem recover" "$TMP/out" || fail "the hint outlived the reclaim"
 }
 
+# Issue 28: a bounded semaphore's header ends with its policy, and with
+# "hand-off" while its head has waited the bound and permits go to the
+# queue in order; FIFO, the default, adds nothing.
+TopShowsABoundedPolicyAndItsHandOff() {
+	local f b holder
+	f=$(name fifo)
+	b=$(name bounded)
+	"$SHMSEM" create "$f" --permits 1
+	"$SHMSEM" create "$b" --permits 1 --policy bounded:2ms
+	expect_rc 0 "$SHMSEM" top -b -n 1 "$f" "$b"
+	expect_out "$b  capacity 1  held 0  waiting 0  acq/s -  timeouts/s -  bounded:2ms"
+	! grep -q "$f .*\(fifo\|bounded\)" "$TMP/out" || fail "a FIFO semaphore's header names its policy"
+	bg "$SHMSEM" run "$b" -- sleep 600
+	holder=$BG
+	wait_for 10 "d['held'] == 1" "$b"
+	bg "$SHMSEM" run "$b" -- true
+	wait_for 10 "d['waiting'] == 1 and d['hand_off'] is True" "$b"
+	expect_rc 0 "$SHMSEM" top -b -n 1 "$b"
+	grep -Eq "^$b  capacity 1  held 1  waiting 1  oldest wait [0-9.]+[a-zµ]+  acq/s -  timeouts/s -  bounded:2ms hand-off\$" "$TMP/out" ||
+		fail "the header does not show the bound and the hand-off"
+	kill -TERM "$holder"
+	wait_for 10 "d['held'] == 0 and d['waiting'] == 0 and d['hand_off'] is False" "$b"
+	expect_rc 0 "$SHMSEM" top -b -n 1 "$b"
+	! grep -q "hand-off" "$TMP/out" || fail "hand-off shown with nobody waiting"
+}
+
 case=${1:?usage: top_test.sh <CaseName>}
 declare -F "$case" >/dev/null || fail "no test case $case"
 "$case"

@@ -225,13 +225,15 @@ struct shmsem_config {
  * segment is built in an unnamed file (O_TMPFILE) and linked into place
  * fully initialised, so a creator killed at any point leaves nothing behind.
  * Errors: -EINVAL bad name, config or flags (mode bits outside 0666: no
- * execute, setuid, setgid or sticky bits); -EEXIST it exists and
- * SHMSEM_EXCL was given, or it was created with another configuration:
- * permits, max_permits, rate, burst or rate_period_ns as given (after their
- * defaults; 6 per 2 s is not 3 per 1 s), or max_waiters when
- * cfg->max_waiters is not 0 (a capacity changed since by
- * shmsem_set_permits does not count; the mode is not compared); -EPERM it
- * exists and belongs to another user (see SHMSEM_ANY_OWNER); -EPROTONOSUPPORT
+ * execute, setuid, setgid or sticky bits; an unknown policy, max_bypass_ns
+ * above SHMSEM_MAX_BYPASS_NS or nonzero under SHMSEM_POLICY_FIFO); -EEXIST
+ * it exists and SHMSEM_EXCL was given, or it was created with another
+ * configuration: permits, max_permits, rate, burst, rate_period_ns, policy
+ * or max_bypass_ns as given (after their defaults; 6 per 2 s is not 3 per
+ * 1 s), or max_waiters when cfg->max_waiters is not 0 (a capacity changed
+ * since by shmsem_set_permits does not count; the mode is not compared);
+ * -EPERM it exists and belongs to another user (see SHMSEM_ANY_OWNER);
+ * -EPROTONOSUPPORT
  * `name` has a URL scheme that no backend of this build serves (redis:// and
  * redis+unix:// are served unless built with SHMSEM_REDIS=OFF); -EACCES,
  * -ENOMEM, -ENOSPC from the system; -EOPNOTSUPP SHMSEM_POLICY_BOUNDED for a
@@ -675,8 +677,8 @@ struct shmsem_stat {
   uint32_t burst;       /* burst; rate 0: none */
   uint32_t rate_tokens; /* tokens in the bucket now (0..burst) */
   uint64_t rate_period_ns;
-  uint64_t rate_next_ns; /* CLOCK_MONOTONIC time the next token is there
-                            (the time of the snapshot if rate_tokens > 0) */
+  uint64_t rate_next_ns;  /* CLOCK_MONOTONIC time the next token is there
+                             (the time of the snapshot if rate_tokens > 0) */
   uint32_t policy;        /* SHMSEM_POLICY_FIFO or SHMSEM_POLICY_BOUNDED */
   uint32_t hand_off;      /* bounded: 1 while the head has waited past
                              max_bypass_ns and permits go to the queue in

@@ -81,6 +81,7 @@ enum Op {
   kOpWeighted,
   kOpPartial,
   kOpResize,
+  kOpRace,
   kOpCount
 };
 const char *const kOpNames[] = {"fast-acquire",
@@ -95,7 +96,8 @@ const char *const kOpNames[] = {"fast-acquire",
                                 "async",
                                 "weighted",
                                 "partial-reservation",
-                                "resize"};
+                                "resize",
+                                "head-race"};
 
 struct Board {
   std::atomic<int> op{-1};         // victim's current step
@@ -106,7 +108,8 @@ struct Board {
   std::atomic<int> step{0};       // victim's timeout/cancel rounds started
   std::atomic<int> step_done{0};  // ... and finished
   std::atomic<int> victim_queued{
-      0};  // times the victim reached ACQUIRE_ENQUEUED
+      0};                    // times the victim reached ACQUIRE_ENQUEUED
+  std::atomic<int> race{0};  // bounded policy: the victim races as head
 };
 
 // Process-local kill switch read by the hook.
@@ -171,7 +174,8 @@ timespec in_us(long us) {
 // for a victim killed before it could close it), so that a waiter queues
 // behind it whatever the scheduling.
 void spawn_blocker(shmsem_t *s, uint32_t permits, Board *b, long hold_us,
-                   bool until_closed = false, int until_step_done = 0) {
+                   bool until_closed = false, int until_step_done = 0,
+                   int until_queued = -1) {
   b->blocker_ready = 0;
   if (fork() == 0) {
     g_kill.point = -1;
@@ -184,6 +188,13 @@ void spawn_blocker(shmsem_t *s, uint32_t permits, Board *b, long hold_us,
           [&] {
             struct shmsem_stat st;
             return shmsem_stat(s, &st) == 0 && st.closed;
+          },
+          std::chrono::seconds(10));
+    else if (until_queued >= 0)  // until the victim queued again
+      wait_until(
+          [&] {
+            return b->victim_queued.load() > until_queued ||
+                   b->killed_at.load() >= 0;
           },
           std::chrono::seconds(10));
     else if (until_step_done)  // or until the victim was killed
@@ -276,6 +287,17 @@ void victim_script(const std::string &name, uint32_t permits, Board *b,
       shmsem_release(s, &l[0]);
     else if (r != -ECANCELED)
       _exit(26);
+  }
+
+  if (b->race.load()) {
+    // The bounded policy: a blocker releases once we queued, into the
+    // pool, and we, the head within our bound, race for it (nudged).
+    b->op = kOpRace;
+    for (int i = 0; i < 3; i++) {
+      spawn_blocker(s, permits, b, 0, false, 0, b->victim_queued.load());
+      if (shmsem_acquire(s, &l[0]) != 0) _exit(29);
+      shmsem_release(s, &l[0]);
+    }
   }
 
   b->op = kOpReclaim;
@@ -508,7 +530,7 @@ struct CaseResult {
   int op = -1;
 };
 
-enum class Script { kPlain, kAsync, kWeighted };
+enum class Script { kPlain, kAsync, kWeighted, kBounded };
 
 // One (hook point, occurrence, kill mode, N) case.
 CaseResult run_case(int point, int nth, bool sigkill, uint32_t permits,
@@ -519,8 +541,19 @@ CaseResult run_case(int point, int nth, bool sigkill, uint32_t permits,
   cfg.max_waiters = 8;
   // The weighted script resizes between 2 and 4.
   if (script == Script::kWeighted) cfg.max_permits = 4;
+  // The plain script under the bounded policy: a bound short enough that
+  // the timeout and cancel rounds' heads pass it (the hand-off), long
+  // enough that heads race newcomers for released permits before.
+  // (A head races only within its bound: for the kill there, a bound the
+  // 5 ms timeout rounds never reach.)
+  if (script == Script::kBounded) {
+    cfg.policy = SHMSEM_POLICY_BOUNDED;
+    cfg.max_bypass_ns =
+        point == int(HookPoint::HEAD_BARGE_TAKEN) ? 50'000'000 : 2'000'000;
+  }
   Segment seg(cfg, "crash");
   Shared<Board> board;
+  board->race = script == Script::kBounded;
   Children kids;
   pid_t victim = kids.spawn([&] {
     g_kill.point = point;
@@ -532,7 +565,7 @@ CaseResult run_case(int point, int nth, bool sigkill, uint32_t permits,
       async_script(seg.name(), permits, &*board);
     else if (script == Script::kWeighted)
       weighted_script(seg.name(), permits, &*board);
-    else
+    else  // kPlain, kBounded
       victim_script(seg.name(), permits, &*board, with_shutdown);
     return 0;
   });
@@ -666,6 +699,46 @@ TEST(Crash, FaultInjectionAtEveryHookPointOfAnAsyncWaiter) {
         HookPoint::WAIT_RETURN_LOCKED, HookPoint::WAIT_CANCEL_SEEN,
         HookPoint::WAIT_TIMEOUT_FIRED, HookPoint::WAIT_CONSUME_COMMITTED,
         HookPoint::RELEASE_GRANTED})
+    EXPECT_GT(per_point[int(p)], 0)
+        << "never killed at " << testing::hook_name(p);
+}
+
+// The plain script on a semaphore of the bounded policy (issue 28): every
+// hook point, the policy's own two included (the head that took permits
+// from the pool and is still queued; the hand-off turned on, the pool not
+// yet fed to the head).
+TEST(Crash, FaultInjectionAtEveryHookPointUnderTheBoundedPolicy) {
+  prctl(PR_SET_CHILD_SUBREAPER, 1);
+  int ran = 0, reached = 0;
+  int per_point[kPoints] = {};
+  const HookPoint own[] = {HookPoint::POLICY_HAND_OFF,
+                           HookPoint::HEAD_BARGE_TAKEN};
+  for (int point = 0; point < kPoints; point++) {
+    const bool policy_point = std::find(std::begin(own), std::end(own),
+                                        HookPoint(point)) != std::end(own);
+    if (is_create_point(point) && !policy_point) continue;
+    if (point == int(HookPoint::CAPACITY_SET) ||
+        point == int(HookPoint::CAPACITY_ONE))
+      continue;  // the weighted script's
+    // The policy's points: more occurrences, as which of the processes
+    // races for the pool depends on the scheduler.
+    for (int nth = 1; nth <= (policy_point ? 6 : 1); nth++)
+      for (bool sigkill : {true, false}) {
+        CaseResult r = run_case(point, nth, sigkill, 1, true, Script::kBounded);
+        ran++;
+        if (r.reached) {
+          reached++;
+          per_point[point]++;
+        }
+        if (::testing::Test::HasFailure()) {
+          ADD_FAILURE() << "stopping after the first failing case";
+          return;
+        }
+      }
+  }
+  printf("bounded fault injection: %d cases run, %d killed at their point\n",
+         ran, reached);
+  for (HookPoint p : own)
     EXPECT_GT(per_point[int(p)], 0)
         << "never killed at " << testing::hook_name(p);
 }

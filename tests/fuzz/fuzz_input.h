@@ -238,6 +238,8 @@ enum Field : uint8_t {
   kFUsedLease,
   kFUsedSlot,
   kFDeclared,
+  kFSlotNudge,  // layout 9: the bounded policy
+  kFCoreHandOff,
   kFieldCount
 };
 

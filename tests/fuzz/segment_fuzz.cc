@@ -382,6 +382,9 @@ const FieldDef kFields[] = {
     FieldDef{kTUsedLease, 0, 4, kRLeases, kKPlain},
     FieldDef{kTUsedSlot, 0, 4, kRSlots, kKPlain},
     FieldDef{kTDeclared, 0, 8, kRLeases, kKPlain},
+    // Layout 9, the bounded policy (appended: inputs name fields by index).
+    SHMSEM_F(kTSlot, WaiterSlot, nudge, kRLeases, kKPlain),
+    SHMSEM_F(kTCore, Core, hand_off, kRLeases, kKPlain),
 };
 #undef SHMSEM_F
 #undef SHMSEM_OWNER

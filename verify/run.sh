@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Model-check the SPIN models in verify/ (shmsem.pml, the protocol; lock.pml,
 # the segment lock; fastpath.pml, the lock-free path; weighted.pml, weighted
-# leases and the capacity): every configuration below is generated (spin -a),
+# leases and the capacity; bounded.pml, the bounded policy): every
+# configuration below is generated (spin -a),
 # compiled (PAN_CC) and searched exhaustively (pan), and one summary line is
 # printed per run. Exits non-zero if any run reports an error (assertion,
 # invalid end state = a waiter stuck forever, acceptance cycle, or an
@@ -92,6 +93,13 @@ configs=(
 	# drained to 0 and grown back; R does not die (CRASHMASK), so that P2
 	# (weight 1, no deadline) is never left waiting for a grow that never comes
 	"w-p2-drain|weighted.pml|-DNP=2 -DWT2=1 -DRESIZE=0 -DGROW -DMAXCRASH=2 -DCRASHMASK=6 -DTIMED=2 -DCANCEL -DDOUBLE_RELEASE|safety|pass"
+	# the bounded policy (bounded.pml; MODEL.md, "The bounded model"): three
+	# processes, N permits, process 1 runs OPS1 cycles (its second one can
+	# be lock-free); NOBOUND: no bound ever passes (barging only)
+	"b-n1|bounded.pml|-DN=1|safety|pass"
+	"b-n2-ops2|bounded.pml|-DN=2 -DOPS1=2|safety|pass"
+	"b-n2-nobound-ops2|bounded.pml|-DN=2 -DNOBOUND -DOPS1=2|safety|pass"
+	"b-n1-ops2|bounded.pml|-DN=1 -DOPS1=2|safety|pass"
 )
 
 # The quick tier: each model with crashes, its liveness claim, F1 fixed
@@ -106,6 +114,7 @@ quick=(
 	fast-n2-p3 fast-n1-p2-crash2 fast-n2-hold2 fast-n1-double fast-n1-race
 	fast-n1-race-f1 fast-n1-p2-live
 	w-crash2 w-p2-shrink1-crash2 w-p2-w3-crash2 w-p2-drain
+	b-n1 b-n2-ops2 b-n2-nobound-ops2
 )
 
 extra=""
@@ -119,7 +128,7 @@ while [ $# -gt 0 ]; do
 	--only) only+=("$2"); shift ;;
 	--cache) cache="$2"; shift ;;
 	--quick) only+=("${quick[@]}") ;;
-	-h|--help) sed -n '2,32p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	-h|--help) sed -n '2,34p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	*) echo "run.sh: unknown option '$1' (try --help)" >&2; exit 2 ;;
 	esac
 	shift

@@ -6,6 +6,7 @@
 #include <netinet/in.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <sys/prctl.h>
 #include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -91,6 +92,8 @@ bool RedisServer::start() {
   started_ = true;
   pid_ = fork();
   if (pid_ == 0) {
+    // A test killed by a signal must not leave its server behind.
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
     const std::string log = dir_ + "/redis.log";
     execlp(SHMSEM_REDIS_SERVER, SHMSEM_REDIS_SERVER, "--port", port.c_str(),
            "--bind", "127.0.0.1", "--unixsocket", sock_.c_str(),

@@ -48,8 +48,8 @@ void feed_head(Locked s, Wakes *wk);
 // the head waiter still gathers its reservation.
 bool wants_permit(const shmsem_t *s);
 
-// The bounded policy (section 15), at the start and the end of every section: the
-// hand-off is on while the head has waited max_bypass_ns or more (then the
+// The bounded policy (section 15), at the start and the end of every section:
+// the hand-off is on while the head has waited max_bypass_ns or more (then the
 // permits free in the pool go to it, as under FIFO), off otherwise. No-op
 // under FIFO.
 // True if it turned the hand-off on.

@@ -314,6 +314,11 @@ bool head_takes(Locked s, uint32_t w, shmsem_lease_t *lease, Wakes *wk) {
   SHMSEM_HOOK(HEAD_BARGE_TAKEN);
   queue_unlink(s, w);
   slot_free(s, w);  // commit: WAITING -> FREE
+  // The next head races for what is left (it slept as a waiter behind us,
+  // which nothing else would wake for that).
+  const uint32_t next = s->core->head;  // once: a writer may change it
+  if (slot_ok(s, next) && s->core->available.load(std::memory_order_relaxed))
+    wk->add(s, next);
   return true;
 }
 

@@ -57,10 +57,18 @@ inline void wake_slot(shmsem_t *s, uint32_t w) {
 // nudge changes whether or not the head sleeps (it read it before its
 // last look at the pool: acquire.cc wait_turns), then the head is woken
 // if it sleeps (Dekker with its `sleeping`, as Wakes::run). `w` is checked.
+// A blocking waiter announces its sleep with 2, and the first nudge to
+// find it takes it back to 0 and wakes it: the nudges after that, while it
+// waits for a CPU, change `nudge` only (one measured FUTEX_WAKE per
+// acquisition for nobody, without). An async waiter's 1 stays for its whole
+// wait, and every nudge wakes it.
 inline void nudge_slot(shmsem_t *s, uint32_t w) {
   WaiterSlot &ws = s->slots[w];
   ws.nudge.fetch_add(1, std::memory_order_seq_cst);
-  if (ws.sleeping.load(std::memory_order_seq_cst)) wake_slot(s, w);
+  uint32_t sl = ws.sleeping.load(std::memory_order_seq_cst);
+  if (sl == 1 || (sl == 2 && ws.sleeping.compare_exchange_strong(
+                                 sl, 0, std::memory_order_seq_cst)))
+    wake_slot(s, w);
 }
 
 // Slots granted under the lock, to wake after unlocking (a few; more are

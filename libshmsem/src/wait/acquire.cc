@@ -169,7 +169,10 @@ int sleep_once(Wait *x) {
   plan.wake_at = wake_by(s, x->w.slot, plan.wake_at, x->dl.at());
   // Announce the sleep, then recheck (Dekker with Wakes::run): either we
   // see the grant, or the granter sees `sleeping` and wakes us.
-  sleeping.store(1, std::memory_order_seq_cst);
+  // (2 under the bounded policy: the first nudge that finds it takes it
+  // back to 0 and wakes us, the nudges after it make no system call while
+  // we wait for a CPU: section.h nudge_slot.)
+  sleeping.store(s->bound_ns ? 2 : 1, std::memory_order_seq_cst);
   // The same pattern for the watcher role: a waiter that was given the
   // role after its watch step (watcher_leave) sees it here, or its giver
   // sees `sleeping` and wakes it (waiter.cc), so it never sleeps a

@@ -275,8 +275,13 @@ void feed_head(Locked s, Wakes *wk) {
 }
 
 bool policy_sync(Locked s, Wakes *wk) {
-  if (!s->bound_ns) return false;
   Core *c = s->core;
+  if (!s->bound_ns) {
+    // FIFO: always 0; a writer's 1 is put right (derived state).
+    if (c->hand_off.load(std::memory_order_relaxed))
+      c->hand_off.store(0, std::memory_order_relaxed);
+    return false;
+  }
   const uint32_t h = c->head;  // once: a writer may change it
   bool over = false;
   if (c->waiting.load(std::memory_order_relaxed) &&

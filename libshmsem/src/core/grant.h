@@ -50,8 +50,8 @@ bool wants_permit(const shmsem_t *s);
 
 // The bounded policy (section 15), at the start and the end of every section:
 // the hand-off is on while the head has waited max_bypass_ns or more (then the
-// permits free in the pool go to it, as under FIFO), off otherwise. No-op
-// under FIFO.
+// permits free in the pool go to it, as under FIFO), off otherwise;
+// always off under FIFO (a writer's 1 put right).
 // True if it turned the hand-off on.
 bool policy_sync(Locked s, Wakes *wk);
 

@@ -10,6 +10,10 @@
 // the server against the grant, which returns the lease if the grant won.
 // No pub/sub, no keyspace events, no polling of the pool's state.
 //
+// Under a rate limit the head that has its permits but no token is told
+// when its token is due ("R us", rate.h); it sleeps that long and asks
+// again through shmsem_wait_renew, which grants it then.
+//
 // A cancel handle fired by another thread is seen when the current BLPOP
 // ends: at most kCancelCheckMs later (docs/REDIS.md: the shm backend's
 // cancel_fire does not reach a mailbox yet).
@@ -21,6 +25,7 @@
 #include "clock.h"
 #include "ops.h"
 #include "pool.h"
+#include "rate.h"
 
 namespace shmsem::detail {
 namespace {
@@ -156,12 +161,13 @@ int block_once(Wait &w, Conn *c, uint64_t ms, std::string *msg) {
   return 0;
 }
 
-// Between two BLPOPs: renew the place; 0 still queued (or done: the
-// mailbox has the outcome), or an error.
-int keep_place(Wait &w) {
+// Between two BLPOPs: renew the place, and when the head's token is due
+// (`due`), ask for the grant; 0 still queued (or done: the mailbox has the
+// outcome), or an error.
+int keep_place(Wait &w, bool due = false) {
   Reply r;
-  const int e =
-      pool_call(w.p, "shmsem_wait_renew", {std::to_string(w.ticket)}, &r);
+  const int e = pool_call(w.p, "shmsem_wait_renew",
+                          {std::to_string(w.ticket), due ? "1" : "0"}, &r);
   if (e < 0) return e;
   const std::string st = r.status();
   return st == "queued" || st == "done" ? 0 : status_errno(st);
@@ -169,18 +175,27 @@ int keep_place(Wait &w) {
 
 int wait_loop(Wait &w, Conn *c, shmsem_lease_t *lease) {
   int failures = 0;
+  uint64_t token_at = 0;  // told "R us": when the head's token is due
   for (;;) {
-    const uint64_t ms = next_block_ms(w);
+    uint64_t ms = next_block_ms(w);
     if (ms == 0) return resolve(w.p, w.ticket, "timeout", lease, kGraceMs);
     if (w.cancel && cancel_fired(w.cancel))
       return resolve(w.p, w.ticket, "cancel", lease, 0);
     std::string msg;
-    const int got = block_once(w, c, ms, &msg);
+    int got = 1;  // as a BLPOP that timed out: renew the place
+    const bool due = token_at && rate_step(token_at, &ms);
+    if (due)
+      token_at = 0;  // and ask for the grant
+    else if (ms == 0)
+      continue;  // slept toward the token: the deadline and cancel first
+    else
+      got = block_once(w, c, ms, &msg);
+    if (got == 0 && rate_message(msg, &token_at)) continue;
     if (got == 0) return take_message(w.p, msg, lease);
     if (got < 0 && !w.deadline && ++failures >= kMaxFailures) return got;
     if (got < 0) continue;  // the deadline bounds the retries
     failures = 0;
-    const int e = keep_place(w);
+    const int e = keep_place(w, due);
     if (e == -ECOMM && w.deadline) continue;
     if (e < 0) return e;
   }

@@ -10,6 +10,7 @@
 #include "clock.h"
 #include "ops.h"
 #include "pool.h"
+#include "rate.h"
 
 namespace shmsem::detail {
 namespace {
@@ -36,6 +37,13 @@ enum StatField {
   kTtl,
   kQueueLen,
   kNow,
+  kRate,  // the rate limit (shmsem.lua's f_inspect)
+  kBurst,
+  kPeriod,  // digits of a uint64: read apart
+  kInterval,
+  kTatUs,
+  kTatNs,
+  kNowUs,
   kNumHolders
 };
 
@@ -43,10 +51,30 @@ struct Raw {
   int64_t v[kNumHolders + 1];
 };
 
+// The rate words (rate.h) of the reply.
+int read_rate(const Reply &r, const Raw &raw, struct shmsem_stat *st) {
+  const int64_t *v = raw.v;
+  RateWords w{v[kRate],  v[kBurst], v[kInterval], v[kTatUs], v[kTatNs],
+              v[kNowUs], 0};
+  std::string period;
+  if (!r.str(kPeriod, &period)) return kBadReply;
+  // Up to 20 digits, no more than UINT64_MAX.
+  if (period.empty() || period.size() > 20) return kBadReply;
+  unsigned __int128 x = 0;
+  for (char c : period) {
+    if (c < '0' || c > '9') return kBadReply;
+    x = x * 10 + unsigned(c - '0');
+  }
+  if (x > UINT64_MAX) return kBadReply;
+  w.period_ns = uint64_t(x);
+  return rate_stat(w, mono_ns(), st);
+}
+
 int read_stat(const Reply &r, Raw *raw, struct shmsem_stat *st) {
   if (r.status() != "ok") return status_errno(r.status());
   for (int i = kPermits; i <= kNumHolders; i++)
-    if (!r.num(size_t(i), 0, INT64_MAX / 2, &raw->v[i])) return kBadReply;
+    if (i != kPeriod && !r.num(size_t(i), 0, INT64_MAX / 2, &raw->v[i]))
+      return kBadReply;
   const int64_t *v = raw->v;
   if (v[kPermits] > SHMSEM_MAX_PERMITS || v[kMaxPermits] > SHMSEM_MAX_PERMITS ||
       v[kHeld] > v[kMaxPermits] || v[kMaxWaiters] > SHMSEM_MAX_WAITERS ||
@@ -70,7 +98,7 @@ int read_stat(const Reply &r, Raw *raw, struct shmsem_stat *st) {
   st->reclaimed_waiters = uint64_t(v[kReclaimedWaiters]);
   st->wait_sum_ns = uint64_t(v[kWaitSum]) * kMs;
   st->hold_sum_ns = uint64_t(v[kHoldSum]) * kMs;
-  return 0;
+  return read_rate(r, *raw, st);
 }
 
 // A server time (ms) as this process's CLOCK_MONOTONIC, and the age.

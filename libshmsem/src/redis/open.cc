@@ -11,6 +11,7 @@
 
 #include "ops.h"
 #include "pool.h"
+#include "rate.h"
 
 namespace shmsem::detail {
 namespace {
@@ -102,17 +103,22 @@ int finish(Pool *p, int e, shmsem_t **out) {
 }
 
 // The create arguments after the defaults (shmsem.h): -EINVAL for what a
-// remote pool cannot be.
+// remote pool cannot be. As for a local semaphore, permits 0 with a rate
+// is no concurrency limit below max_permits (default
+// SHMSEM_DEFAULT_RATE_ONLY_PERMITS).
 int create_args(const shmsem_config *cfg, int flags,
                 std::vector<std::string> *args) {
   if (!cfg || (flags & ~int(SHMSEM_EXCL | SHMSEM_ANY_OWNER))) return -EINVAL;
   if (cfg->policy == SHMSEM_POLICY_BOUNDED) return -EOPNOTSUPP;
   if (cfg->policy != SHMSEM_POLICY_FIFO || cfg->max_bypass_ns) return -EINVAL;
-  if (cfg->rate || cfg->burst || cfg->rate_period_ns) return -EINVAL;
+  RateConfig rate;
+  if (rate_config(cfg, &rate) < 0) return -EINVAL;
   if (cfg->mode & ~0666u) return -EINVAL;
-  const uint32_t maxp = cfg->max_permits ? cfg->max_permits : cfg->permits;
-  if (cfg->permits == 0 || maxp < cfg->permits || maxp > SHMSEM_MAX_PERMITS ||
-      cfg->max_waiters > SHMSEM_MAX_WAITERS)
+  const uint32_t maxp = cfg->max_permits ? cfg->max_permits
+                        : cfg->permits   ? cfg->permits
+                                         : SHMSEM_DEFAULT_RATE_ONLY_PERMITS;
+  if ((cfg->permits == 0 && !rate.rate) || maxp < cfg->permits ||
+      maxp > SHMSEM_MAX_PERMITS || cfg->max_waiters > SHMSEM_MAX_WAITERS)
     return -EINVAL;
   const uint32_t ttl =
       cfg->lease_ttl_ms ? cfg->lease_ttl_ms : SHMSEM_DEFAULT_LEASE_TTL_MS;
@@ -123,7 +129,11 @@ int create_args(const shmsem_config *cfg, int flags,
            std::to_string(cfg->max_waiters),
            std::to_string(ttl),
            std::to_string(wttl),
-           (flags & SHMSEM_EXCL) ? "1" : "0"};
+           (flags & SHMSEM_EXCL) ? "1" : "0",
+           std::to_string(rate.rate),
+           std::to_string(rate.burst),
+           std::to_string(rate.period_ns),
+           std::to_string(rate.interval_ns)};
   return 0;
 }
 

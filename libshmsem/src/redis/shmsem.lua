@@ -10,35 +10,45 @@
 -- The library is versioned (shmsem_version): a client loads it when the
 -- server has none, replaces an older one, and refuses a newer one
 -- (-EPROTO). Bump LIBRARY_VERSION with every change of a function's
--- contract; the client's kLibraryVersion (redis/protocol.h) is the same
+-- contract; the client's kLibraryVersion (redis/conn.h) is the same
 -- number.
 --
 -- Keys: KEYS[1] is the pool's base key "shmsem:{POOL}"; every other key of
 -- the pool is that base and a suffix, so all of them share the hash tag
 -- {POOL} and live on one Redis Cluster shard:
---   base          hash: config, counters, closed, seq, ticket, held
+--   base          hash: config, counters, closed, seq, ticket, held,
+--                 the rate limit (rate burst period_ns interval_ns tat_us
+--                 tat_ns rate_told)
 --   base:q        zset: queued tickets (score = ticket): FIFO order
 --   base:wn       hash: ticket -> permits asked
 --   base:wi       hash: ticket -> "since_ms pid"
 --   base:wexp     zset: ticket -> keep-alive expiry (ms)
---   base:mb:T     list: waiter T's mailbox ("G idx gen seq n", "S", "X")
+--   base:mb:T     list: waiter T's mailbox ("G idx gen seq n", "S", "X",
+--                 "R us": the head's token is due in us microseconds)
 --   base:free     zset: free resource indices (score = index)
 --   base:gen      hash: index -> generation (only grows; never deleted)
 --   base:l        hash: first index -> "gen seq n since_ms pid declared i..."
 --   base:lexp     zset: first index -> lease expiry (ms)
 --   base:lost     zset: "index:gen" of leases that expired (score = when)
 -- Replies are arrays whose first element is a status word; the client
--- (redis/protocol.cc) checks every element before use.
-local LIBRARY_VERSION = 1
+-- (redis/conn.h, Reply) checks every element before use.
+local LIBRARY_VERSION = 2
 local LOST_KEEP = 4096   -- expired leases remembered for -EKEYEXPIRED
 local REAP_BATCH = 256   -- expired leases and waiters reaped per call
 
--- Milliseconds of the server's clock: 13 digits, which Lua's %.14g
--- prints whole (microseconds would print as 1.7e+15).
-local function now_ms()
+-- The server's clock in microseconds (16 digits: exact in Lua's doubles,
+-- which are exact to 2^53) and in milliseconds (13 digits, which Lua's
+-- %.14g prints whole; microseconds would print as 1.7e+15, so replies
+-- carry them through string.format).
+local function now_us()
   local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  return tonumber(t[1]) * 1000000 + tonumber(t[2])
 end
+
+local function now_ms() return math.floor(now_us() / 1000) end
+
+-- A whole number as its digits (tostring would print 1.7e+15).
+local function digits(x) return string.format('%d', x) end
 
 local function keys_of(base)
   return {
@@ -108,6 +118,98 @@ local function post(k, t, msg)
   redis.call('PEXPIRE', mb, num(k, 'ttl_ms'))
 end
 
+-- The rate limit: GCRA as the local backend's (core/rate.h, DESIGN
+-- section 13), on the server's clock. One acquisition per interval T ns,
+-- up to `burst` at once: an acquisition at `now` conforms when
+-- tat - tau <= now (tau = (burst - 1) * T), and moves tat to
+-- max(tat, now) + T; one token per acquisition whatever its weight,
+-- taken only in grant(), so in queue order. A time is a pair: whole
+-- microseconds of TIME and a remainder in ns (0..999), so an interval
+-- that is no whole number of microseconds does not drift, and every
+-- number stays exact in Lua's doubles (T <= a day, tau + T <= 2^62 ns).
+local MAX_INTERVAL_NS = 86400000000000
+local MAX_BURST = 1048576
+
+local function tadd(aus, ans, bus, bns)
+  local us, ns = aus + bus, ans + bns
+  if ns >= 1000 then return us + 1, ns - 1000 end
+  return us, ns
+end
+
+local function tsub(aus, ans, bus, bns)
+  local us, ns = aus - bus, ans - bns
+  if ns < 0 then return us - 1, ns + 1000 end
+  return us, ns
+end
+
+local function tless(aus, ans, bus, bns)
+  return aus < bus or (aus == bus and ans < bns)
+end
+
+-- The bucket with tat (tat_us, tat_ns) at k.us, its words clamped to
+-- their ranges, and `max_us/max_ns` = now + tau + T, past which no grant
+-- ever sets tat. nil: no rate limit.
+local function rate_words(k, tat_us, tat_ns)
+  local v = redis.call('HMGET', k.base, 'interval_ns', 'burst')
+  local t = math.floor(tonumber(v[1] or '0') or 0)
+  if t < 1 then return nil end
+  t = math.min(t, MAX_INTERVAL_NS)
+  local b = math.floor(tonumber(v[2] or '1') or 1)
+  b = math.max(1, math.min(b, MAX_BURST)) - 1
+  local r = {t_us = math.floor(t / 1000), t_ns = t % 1000}
+  r.w_us = b * r.t_us + math.floor(b * r.t_ns / 1000)
+  r.w_ns = (b * r.t_ns) % 1000
+  r.tat_us = math.floor(tonumber(tat_us or '0') or 0)
+  r.tat_ns = math.floor(tonumber(tat_ns or '0') or 0)
+  if r.tat_ns < 0 or r.tat_ns > 999 then r.tat_ns = 0 end
+  r.max_us, r.max_ns = tadd(k.us, 0, r.w_us, r.w_ns)
+  r.max_us, r.max_ns = tadd(r.max_us, r.max_ns, r.t_us, r.t_ns)
+  return r
+end
+
+-- The bucket now, as rate_clamp does locally: a tat beyond max (a server
+-- restarted from its AOF with its clock behind) is stored back at max,
+-- so it stops the pool for at most a burst's refill from the first time
+-- it is met, not for ever.
+local function rate_read(k)
+  local v = redis.call('HMGET', k.base, 'tat_us', 'tat_ns')
+  local r = rate_words(k, v[1], v[2])
+  if r and tless(r.max_us, r.max_ns, r.tat_us, r.tat_ns) then
+    r.tat_us, r.tat_ns = r.max_us, r.max_ns
+    redis.call('HSET', k.base, 'tat_us', digits(r.tat_us), 'tat_ns', r.tat_ns)
+  end
+  return r
+end
+
+-- Microseconds until an acquisition conforms (rounded up): 0 now.
+local function rate_wait(k)
+  local r = rate_read(k)
+  if not r then return 0 end
+  local sus, sns = tsub(r.tat_us, r.tat_ns, r.w_us, r.w_ns)
+  if sns > 0 then sus = sus + 1 end
+  if sus <= k.us then return 0 end
+  return sus - k.us
+end
+
+-- Take a token (after rate_wait said 0).
+local function rate_take(k)
+  local r = rate_read(k)
+  if not r then return end
+  local us, ns = r.tat_us, r.tat_ns
+  if tless(us, ns, k.us, 0) then us, ns = k.us, 0 end
+  us, ns = tadd(us, ns, r.t_us, r.t_ns)
+  redis.call('HSET', k.base, 'tat_us', digits(us), 'tat_ns', ns)
+end
+
+-- The head t has its permits but no token: tell it once ("R us") when
+-- its token is due, so it sleeps on its own clock for that long and then
+-- asks again (shmsem_wait_renew); nobody else wakes for a start time.
+local function tell_rate(k, t, wait)
+  if redis.call('HGET', k.base, 'rate_told') == t then return end
+  redis.call('HSET', k.base, 'rate_told', t)
+  post(k, t, 'R ' .. digits(wait))
+end
+
 -- Grant n permits: the n lowest free indices, each index's generation
 -- bumped, the global grant sequence bumped once. Returns the lease's
 -- first index, generation and sequence.
@@ -119,6 +221,7 @@ local function grant(k, n, pid, now)
   local gen = redis.call('HINCRBY', k.gen, first, 1)
   for i = 2, #idx do redis.call('HINCRBY', k.gen, idx[i], 1) end
   local seq = incr(k, 'seq', 1)
+  rate_take(k)
   redis.call('HSET', k.l, first, table.concat(
     {gen, seq, n, now, pid, 0, table.concat(idx, ' ')}, ' '))
   redis.call('ZADD', k.lexp, now + num(k, 'ttl_ms'), first)
@@ -127,8 +230,8 @@ local function grant(k, n, pid, now)
   return tonumber(first), gen, seq
 end
 
--- Hand permits to the head of the queue while it can be served in full:
--- weighted head-of-line, nobody overtakes the head.
+-- Hand permits to the head of the queue while it can be served in full
+-- and the rate allows: weighted head-of-line, nobody overtakes the head.
 local function pump(k, now)
   if num(k, 'closed') ~= 0 then return end
   while true do
@@ -137,6 +240,8 @@ local function pump(k, now)
     local t = h[1]
     local n = tonumber(redis.call('HGET', k.wn, t) or '1')
     if avail(k) < n then return end
+    local wait = rate_wait(k)
+    if wait > 0 then return tell_rate(k, t, wait) end
     local info = redis.call('HGET', k.wi, t) or '0 0'
     local since, pid = string.match(info, '(%d+) (%d+)')
     local first, gen, seq = grant(k, n, pid or 0, now)
@@ -165,13 +270,19 @@ local function reap(k, now)
   return count
 end
 
+-- The server's time, once per call: k.us (rate) and the ms it returns.
+local function clock(k)
+  k.us = now_us()
+  return math.floor(k.us / 1000)
+end
+
 -- The pool KEYS[1] with identity `id`, reaped, and the time; nil when it
 -- is gone (unlinked, or another pool created under the name since).
 local function enter(keys, id)
   local k = keys_of(keys[1])
   local have = redis.call('HGET', k.base, 'id')
   if not have or have ~= id then return nil end
-  local now = now_ms()
+  local now = clock(k)
   reap(k, now)
   return k, now
 end
@@ -186,29 +297,49 @@ local function config_reply(k)
   return r
 end
 
--- create: args id permits max_permits max_waiters ttl_ms wttl_ms excl.
--- The configuration is stored once; an open with another one is
--- 'mismatch' (-EEXIST, as for a local semaphore).
+-- What an open compares with the stored configuration, by argument:
+-- each exactly, as the client spelled it after its defaults (the permits
+-- as created, the rate period in ns as digits), except max_waiters when
+-- the opener leaves it 0. A pool of library version 1 has no rate words:
+-- they read as 0.
+local COMPARED = {[2] = 'created_permits', [3] = 'max_permits',
+                  [4] = 'max_waiters', [5] = 'ttl_ms', [6] = 'wttl_ms',
+                  [8] = 'rate', [9] = 'burst', [10] = 'period_ns'}
+
+local function mismatch(k, args)
+  for i, f in pairs(COMPARED) do
+    local have = redis.call('HGET', k.base, f) or '0'
+    if not (f == 'max_waiters' and args[i] == '0') and args[i] ~= have then
+      return true
+    end
+  end
+  return false
+end
+
+-- create: args id permits max_permits max_waiters ttl_ms wttl_ms excl
+-- rate burst period_ns interval_ns (the client checked them: redis/open.cc;
+-- permits 0 with a rate: no concurrency limit below max_permits). The
+-- configuration is stored once; an open with another one is 'mismatch'
+-- (-EEXIST, as for a local semaphore).
 local function f_create(keys, args)
   local k = keys_of(keys[1])
   if redis.call('EXISTS', k.base) == 1 then
     if args[7] == '1' then return {'exists'} end
-    for i, f in ipairs(CONFIG) do
-      local want = tonumber(args[i + 1])
-      local have = num(k, f)
-      if f == 'permits' then have = num(k, 'created_permits') end
-      if want ~= 0 and want ~= have then return {'mismatch'} end
-    end
+    if mismatch(k, args) then return {'mismatch'} end
     return config_reply(k)
   end
   local maxp = tonumber(args[3])
   local maxw = tonumber(args[4])
   if maxw == 0 then maxw = 1024 end
-  redis.call('HSET', k.base, 'id', args[1], 'permits', args[2],
+  local cap = args[2]
+  if cap == '0' then cap = args[3] end
+  redis.call('HSET', k.base, 'id', args[1], 'permits', cap,
              'created_permits', args[2], 'max_permits', maxp,
              'max_waiters', maxw, 'ttl_ms', args[5], 'wttl_ms', args[6],
              'closed', 0, 'seq', 0, 'ticket', 0, 'held', 0,
-             'created_ms', now_ms())
+             'created_ms', now_ms(), 'rate', args[8], 'burst', args[9],
+             'period_ns', args[10], 'interval_ns', args[11], 'tat_us', 0,
+             'tat_ns', 0)
   for i = 0, maxp - 1 do redis.call('ZADD', k.free, i, i) end
   return config_reply(k)
 end
@@ -232,14 +363,16 @@ end
 
 -- acquire: args id n mode pid. mode 0: try (grant now or 'again');
 -- 1: grant now or queue with a ticket. Grants at once only when nobody
--- queues: no barging past the head.
+-- queues and the rate allows: no barging past the head. A waiter that
+-- queues first with its permits free but no token hears "R us".
 local function f_acquire(keys, args)
   local k, now = enter(keys, args[1])
   if not k then return {'gone'} end
   local n = tonumber(args[2]) or 0
   if n < 1 or n > num(k, 'max_permits') then return {'inval'} end
   if num(k, 'closed') ~= 0 then return {'shutdown'} end
-  if redis.call('ZCARD', k.q) == 0 and avail(k) >= n then
+  if redis.call('ZCARD', k.q) == 0 and avail(k) >= n and
+     rate_wait(k) == 0 then
     local first, gen, seq = grant(k, n, tonumber(args[4]) or 0, now)
     return {'granted', first, gen, seq, n}
   end
@@ -254,16 +387,26 @@ local function f_acquire(keys, args)
   redis.call('HSET', k.wn, t, n)
   redis.call('HSET', k.wi, t, now .. ' ' .. (tonumber(args[4]) or 0))
   redis.call('ZADD', k.wexp, now + num(k, 'wttl_ms'), t)
+  pump(k, now)  -- a new head with its permits but no token hears "R us"
   return {'queued', t}
 end
 
--- A waiter's keep-alive: args id ticket. 'queued' (renewed) or 'done'
--- (its mailbox has the outcome, or it was reaped).
+-- A waiter's keep-alive, and the grant to a head whose token time has
+-- come: args id ticket due. 'queued' (renewed) or 'done' (its mailbox has
+-- the outcome, or it was reaped). enter() has granted the head if it can
+-- be; a head told "R us" that asks when it is due ('1') but is still
+-- early (its clock ran fast) is told again. A plain renewal tells nothing:
+-- the head knows its time already, and a second R would only delay it.
 local function f_wait_renew(keys, args)
   local k, now = enter(keys, args[1])
   if not k then return {'gone'} end
-  if not redis.call('ZSCORE', k.q, args[2]) then return {'done'} end
-  redis.call('ZADD', k.wexp, now + num(k, 'wttl_ms'), args[2])
+  local t = args[2]
+  if not redis.call('ZSCORE', k.q, t) then return {'done'} end
+  redis.call('ZADD', k.wexp, now + num(k, 'wttl_ms'), t)
+  if args[3] == '1' and redis.call('HGET', k.base, 'rate_told') == t then
+    redis.call('HDEL', k.base, 'rate_told')
+    pump(k, now)
+  end
   return {'queued'}
 end
 
@@ -286,7 +429,11 @@ local function f_cancel(keys, args)
     pump(k, now)  -- the head may have changed
     return {args[3] == 'timeout' and 'timedout' or 'canceled'}
   end
+  -- "R us" told the head when its token was due: not an outcome.
   local msg = redis.call('LPOP', k.mb .. t)
+  while msg and string.sub(msg, 1, 2) == 'R ' do
+    msg = redis.call('LPOP', k.mb .. t)
+  end
   redis.call('DEL', k.mb .. t)
   if not msg then return {'expired'} end
   if msg == 'S' then return {'shutdown'} end
@@ -393,7 +540,7 @@ local function f_recover(keys, args)
   local k = keys_of(keys[1])
   local have = redis.call('HGET', k.base, 'id')
   if not have or have ~= args[1] then return {'gone'} end
-  return {'ok', reap(k, now_ms())}
+  return {'ok', reap(k, clock(k))}
 end
 
 local STAT = {'permits', 'max_waiters', 'held', 'closed', 'max_permits',
@@ -403,9 +550,11 @@ local STAT = {'permits', 'max_waiters', 'held', 'closed', 'max_permits',
               'seq', 'ttl_ms'}
 
 -- stat and inspect: args id max_holders max_waiters. The counters (STAT's
--- order), the queue length, the time, then up to max_holders leases
--- ("idx gen seq n since pid declared", by index) and max_waiters waiters
--- ("ticket n since pid", in queue order), each list after its length.
+-- order), the queue length, the time (ms), the rate limit (rate burst
+-- period_ns interval_ns tat_us tat_ns, the time in us), then up to
+-- max_holders leases ("idx gen seq n since pid declared", by index) and
+-- max_waiters waiters ("ticket n since pid", in queue order), each list
+-- after its length. max_waiters 0 reads no queue: stat stays cheap.
 local function f_inspect(keys, args)
   local k, now = enter(keys, args[1])
   if not k then return {'gone'} end
@@ -413,6 +562,10 @@ local function f_inspect(keys, args)
   for _, f in ipairs(STAT) do r[#r + 1] = num(k, f) end
   r[#r + 1] = redis.call('ZCARD', k.q)
   r[#r + 1] = now
+  local v = redis.call('HMGET', k.base, 'rate', 'burst', 'period_ns',
+                       'interval_ns', 'tat_us', 'tat_ns')
+  for i = 1, 6 do r[#r + 1] = v[i] or '0' end
+  r[#r + 1] = digits(k.us)
   local mh, mw = tonumber(args[2]) or 0, tonumber(args[3]) or 0
   local ls = redis.call('HGETALL', k.l)
   r[#r + 1] = #ls / 2
@@ -420,7 +573,8 @@ local function f_inspect(keys, args)
     local v = parse_lease(ls[i + 1])
     r[#r + 1] = table.concat({ls[i], v[1], v[2], v[3], v[4], v[5], v[6]}, ' ')
   end
-  local q = redis.call('ZRANGE', k.q, 0, mw - 1)
+  local q = {}
+  if mw > 0 then q = redis.call('ZRANGE', k.q, 0, mw - 1) end
   r[#r + 1] = #q
   for _, t in ipairs(q) do
     r[#r + 1] = t .. ' ' .. (redis.call('HGET', k.wn, t) or '0') .. ' ' ..
@@ -429,17 +583,36 @@ local function f_inspect(keys, args)
   return r
 end
 
+-- REDIS-RATE: the rate words are in range (an interval of 1 ns to a day,
+-- a burst of 1 to 2^20, a remainder of 0..999 ns; none without a rate)
+-- and the bucket is never further ahead than a burst: tat <= now + tau + T.
+-- `raw`: tat as stored before enter() could clamp it.
+local function rate_in_range(k, raw)
+  local rate, t, b = num(k, 'rate'), num(k, 'interval_ns'), num(k, 'burst')
+  if rate == 0 then return t == 0 and (raw[1] or '0') == '0' end
+  if t < 1 or t > MAX_INTERVAL_NS or b < 1 or b > MAX_BURST then
+    return false
+  end
+  local us, ns = tonumber(raw[1] or '0'), tonumber(raw[2] or '0')
+  if not us or not ns or us < 0 or ns < 0 or ns > 999 then return false end
+  local r = rate_words(k, raw[1], raw[2])
+  return not tless(r.max_us, r.max_ns, us, ns)
+end
+
 -- check: the pool's invariants, as numbers recounted from the records:
 -- REDIS-INDICES (free + held indices = max_permits), REDIS-HELD (the held
 -- counter is the sum of the leases' weights), REDIS-QUEUE (every queued
--- ticket has its weight and keep-alive).
+-- ticket has its weight and keep-alive), REDIS-RATE (above).
 local function f_check(keys, args)
+  local raw = redis.call('HMGET', keys[1], 'tat_us', 'tat_ns')
   local k, now = enter(keys, args[1])
   if not k then return {'gone'} end
+  local bad_rate = not rate_in_range(k, raw)
   local held = 0
   local ls = redis.call('HVALS', k.l)
   for _, rec in ipairs(ls) do held = held + parse_lease(rec)[3] end
   local bad = {}
+  if bad_rate then bad[#bad + 1] = 'REDIS-RATE' end
   if held ~= num(k, 'held') then bad[#bad + 1] = 'REDIS-HELD' end
   if redis.call('ZCARD', k.free) + held ~= num(k, 'max_permits') then
     bad[#bad + 1] = 'REDIS-INDICES'

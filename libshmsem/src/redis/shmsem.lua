@@ -146,11 +146,12 @@ local function tless(aus, ans, bus, bns)
   return aus < bus or (aus == bus and ans < bns)
 end
 
--- The bucket with tat (tat_us, tat_ns) at k.us, its words clamped to
--- their ranges, and `max_us/max_ns` = now + tau + T, past which no grant
+local RATE_WORDS = {'interval_ns', 'burst', 'tat_us', 'tat_ns'}
+
+-- The bucket from v (RATE_WORDS' values) at k.us, each word clamped to
+-- its range, and `max_us/max_ns` = now + tau + T, past which no grant
 -- ever sets tat. nil: no rate limit.
-local function rate_words(k, tat_us, tat_ns)
-  local v = redis.call('HMGET', k.base, 'interval_ns', 'burst')
+local function rate_words(k, v)
   local t = math.floor(tonumber(v[1] or '0') or 0)
   if t < 1 then return nil end
   t = math.min(t, MAX_INTERVAL_NS)
@@ -159,8 +160,8 @@ local function rate_words(k, tat_us, tat_ns)
   local r = {t_us = math.floor(t / 1000), t_ns = t % 1000}
   r.w_us = b * r.t_us + math.floor(b * r.t_ns / 1000)
   r.w_ns = (b * r.t_ns) % 1000
-  r.tat_us = math.floor(tonumber(tat_us or '0') or 0)
-  r.tat_ns = math.floor(tonumber(tat_ns or '0') or 0)
+  r.tat_us = math.floor(tonumber(v[3] or '0') or 0)
+  r.tat_ns = math.floor(tonumber(v[4] or '0') or 0)
   if r.tat_ns < 0 or r.tat_ns > 999 then r.tat_ns = 0 end
   r.max_us, r.max_ns = tadd(k.us, 0, r.w_us, r.w_ns)
   r.max_us, r.max_ns = tadd(r.max_us, r.max_ns, r.t_us, r.t_ns)
@@ -170,11 +171,15 @@ end
 -- The bucket now, as rate_clamp does locally: a tat beyond max (a server
 -- restarted from its AOF with its clock behind) is stored back at max,
 -- so it stops the pool for at most a burst's refill from the first time
--- it is met, not for ever.
+-- it is met, not for ever. A pool without a rate pays one HMGET a call.
 local function rate_read(k)
-  local v = redis.call('HMGET', k.base, 'tat_us', 'tat_ns')
-  local r = rate_words(k, v[1], v[2])
-  if r and tless(r.max_us, r.max_ns, r.tat_us, r.tat_ns) then
+  if k.no_rate then return nil end
+  local r = rate_words(k, redis.call('HMGET', k.base, unpack(RATE_WORDS)))
+  if not r then
+    k.no_rate = true
+    return nil
+  end
+  if tless(r.max_us, r.max_ns, r.tat_us, r.tat_ns) then
     r.tat_us, r.tat_ns = r.max_us, r.max_ns
     redis.call('HSET', k.base, 'tat_us', digits(r.tat_us), 'tat_ns', r.tat_ns)
   end
@@ -589,13 +594,13 @@ end
 -- `raw`: tat as stored before enter() could clamp it.
 local function rate_in_range(k, raw)
   local rate, t, b = num(k, 'rate'), num(k, 'interval_ns'), num(k, 'burst')
-  if rate == 0 then return t == 0 and (raw[1] or '0') == '0' end
+  if rate == 0 then return t == 0 and (raw[3] or '0') == '0' end
   if t < 1 or t > MAX_INTERVAL_NS or b < 1 or b > MAX_BURST then
     return false
   end
-  local us, ns = tonumber(raw[1] or '0'), tonumber(raw[2] or '0')
+  local us, ns = tonumber(raw[3] or '0'), tonumber(raw[4] or '0')
   if not us or not ns or us < 0 or ns < 0 or ns > 999 then return false end
-  local r = rate_words(k, raw[1], raw[2])
+  local r = rate_words(k, raw)
   return not tless(r.max_us, r.max_ns, us, ns)
 end
 
@@ -604,7 +609,7 @@ end
 -- counter is the sum of the leases' weights), REDIS-QUEUE (every queued
 -- ticket has its weight and keep-alive), REDIS-RATE (above).
 local function f_check(keys, args)
-  local raw = redis.call('HMGET', keys[1], 'tat_us', 'tat_ns')
+  local raw = redis.call('HMGET', keys[1], unpack(RATE_WORDS))
   local k, now = enter(keys, args[1])
   if not k then return {'gone'} end
   local bad_rate = not rate_in_range(k, raw)

@@ -55,18 +55,8 @@ struct Raw {
 int read_rate(const Reply &r, const Raw &raw, struct shmsem_stat *st) {
   const int64_t *v = raw.v;
   RateWords w{v[kRate],  v[kBurst], v[kInterval], v[kTatUs], v[kTatNs],
-              v[kNowUs], 0};
-  std::string period;
-  if (!r.str(kPeriod, &period)) return kBadReply;
-  // Up to 20 digits, no more than UINT64_MAX.
-  if (period.empty() || period.size() > 20) return kBadReply;
-  unsigned __int128 x = 0;
-  for (char c : period) {
-    if (c < '0' || c > '9') return kBadReply;
-    x = x * 10 + unsigned(c - '0');
-  }
-  if (x > UINT64_MAX) return kBadReply;
-  w.period_ns = uint64_t(x);
+              v[kNowUs], ""};
+  if (!r.str(kPeriod, &w.period)) return kBadReply;
   return rate_stat(w, mono_ns(), st);
 }
 

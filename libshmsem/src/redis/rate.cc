@@ -17,6 +17,19 @@ constexpr uint64_t kMs = 1000000;
 // and sleeps the rest here.
 constexpr uint64_t kBlockLateMs = 110;
 
+// 1 to 20 decimal digits, at most UINT64_MAX.
+bool parse_u64(const std::string &s, uint64_t *out) {
+  if (s.empty() || s.size() > 20) return false;
+  unsigned __int128 x = 0;
+  for (char c : s) {
+    if (c < '0' || c > '9') return false;
+    x = x * 10 + unsigned(c - '0');
+  }
+  if (x > UINT64_MAX) return false;
+  *out = uint64_t(x);
+  return true;
+}
+
 }  // namespace
 
 // The same rules as a local semaphore's (api/create.cc, build_of).
@@ -37,13 +50,15 @@ int rate_config(const shmsem_config *cfg, RateConfig *out) {
 // As the local stat (observe/stat.cc): tokens now, and when the next one
 // is there (now if there is one). In 128 bits: tat is ns since the epoch.
 int rate_stat(const RateWords &w, uint64_t mono, struct shmsem_stat *st) {
+  uint64_t period;
+  if (!parse_u64(w.period, &period)) return kBadReply;
   if (w.rate > UINT32_MAX || w.burst > SHMSEM_MAX_BURST ||
       w.interval_ns > int64_t(kMaxRateIntervalNs) || w.tat_ns > 999 ||
       (w.rate == 0) != (w.interval_ns == 0))
     return kBadReply;
   st->rate = uint32_t(w.rate);
   st->burst = uint32_t(w.burst);
-  st->rate_period_ns = w.period_ns;
+  st->rate_period_ns = period;
   if (!w.rate) return 0;
   using u128 = unsigned __int128;
   const u128 t = u128(w.interval_ns);

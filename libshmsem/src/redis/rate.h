@@ -27,10 +27,12 @@ struct RateConfig {
 // SHMSEM_MAX_BURST, an interval outside 1 ns..a day, a refill above 2^62 ns).
 int rate_config(const shmsem_config *cfg, RateConfig *out);
 
-// The rate words of an inspect reply (shmsem.lua's f_inspect), unchecked.
+// The rate words of an inspect reply (shmsem.lua's f_inspect), unchecked:
+// numbers read as such, and the period's digits (a uint64 may not fit
+// the reply's integers).
 struct RateWords {
   int64_t rate, burst, interval_ns, tat_us, tat_ns, now_us;
-  uint64_t period_ns;
+  std::string period;
 };
 
 // The rate fields of `st` from `w` at the server's now_us, which is `mono`

@@ -361,6 +361,22 @@ TEST_F(RatePool, WeightedAcquireTakesOneToken) {
   EXPECT_EQ(shmsem_release(s_, &one), 0);
 }
 
+// shmsem_stat (inspect with no waiters asked for) does not read the
+// queue: with 3 queued, one ZRANGE (pump's look at the head), not two.
+// Redis counts the commands a function runs in INFO commandstats.
+TEST_F(RatePool, StatDoesNotReadTheQueue) {
+  make(1, 1000, 1);
+  shmsem_lease_t held;
+  ASSERT_EQ(shmsem_acquire(s_, &held), 0);
+  for (int i = 0; i < 3; i++)
+    ASSERT_EQ(fcall("shmsem_acquire", {"1", "1", "1"}).at(0), "queued");
+  g_server->command({"CONFIG", "RESETSTAT"});
+  EXPECT_EQ(pool_stat().waiting, 3u);
+  const std::string info = g_server->command({"INFO", "commandstats"}).at(0);
+  EXPECT_NE(info.find("cmdstat_zrange:calls=1,"), std::string::npos) << info;
+  EXPECT_EQ(shmsem_release(s_, &held), 0);
+}
+
 // A server restarted from its AOF with its clock behind finds a tat far in
 // the future: shmsem_check names REDIS-RATE, and the pool is stopped for
 // at most a burst's refill (the first call stores the bucket clamped).

@@ -135,13 +135,15 @@ class RedisWait : public ::testing::Test {
     name_ = g_server->unix_name(pool_);
   }
   void TearDown() override {
+    if (g_server) g_server->resume();
     if (s_) shmsem_detach(s_);
     if (g_server && g_server->running()) shmsem_unlink(name_.c_str());
   }
-  void make(uint32_t permits, uint32_t max_waiters = 0) {
+  void make(uint32_t permits, uint32_t max_waiters = 0, uint32_t ttl_ms = 0) {
     shmsem_config cfg{};
     cfg.permits = permits;
     cfg.max_waiters = max_waiters;
+    cfg.lease_ttl_ms = ttl_ms;
     ASSERT_EQ(shmsem_create(name_.c_str(), &cfg, SHMSEM_EXCL, &s_), 0);
   }
   struct shmsem_stat pool_stat() {
@@ -470,6 +472,31 @@ TEST_F(RedisWait, DetachCancelsWaitersStillQueued) {
   EXPECT_EQ(shmsem_waiter_poll(&w, &l), -EINVAL) << "stale after detach";
   ASSERT_EQ(shmsem_release(s_, &held), 0);
   EXPECT_EQ(pool_stat().available, 1u);
+}
+
+// A server that does not answer (SIGSTOP): the cancel cannot reach it,
+// gives up with -ECOMM within its I/O timeouts (1 s each with a 1 s TTL),
+// and the place it left lapses on the server within the waiter TTL.
+TEST_F(RedisWait, CancelWithTheServerPausedGivesUpAndThePlaceLapses) {
+  make(1, 0, 1000);
+  shmsem_lease_t held, l;
+  ASSERT_EQ(shmsem_acquire(s_, &held), 0);
+  shmsem_waiter_t w;
+  ASSERT_EQ(shmsem_waiter_start(s_, &w, nullptr, &l), SHMSEM_QUEUED);
+  g_server->pause();
+  const auto t0 = Clock::now();
+  EXPECT_EQ(shmsem_waiter_cancel(&w, &l), -ECOMM);
+  const auto took = Clock::now() - t0;
+  EXPECT_LT(took, milliseconds(6000));
+  printf("cancel with the server paused: %lld ms\n",
+         (long long)std::chrono::duration_cast<milliseconds>(took).count());
+  EXPECT_EQ(shmsem_waiter_poll(&w, &l), -EINVAL) << "unused again";
+  g_server->resume();
+  EXPECT_TRUE(wait_until([&] {
+    struct shmsem_stat st {};
+    return shmsem_stat(s_, &st) == 0 && st.waiting == 0;
+  }));
+  (void)shmsem_release(s_, &held);  // may have expired while paused
 }
 
 TEST_F(RedisWait, BadArgumentsAndReadOnlyHandlesAreRefused) {

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 #include <liburing.h>
 #include <linux/futex.h>
+#include <poll.h>
 #include <shmsem/shmsem.h>
 #include <shmsem/uring.h>
 #include <string.h>
@@ -20,10 +21,12 @@
 #include <climits>
 #include <filesystem>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "redis_server.h"
 #include "support/process.h"
+#include "support/segment.h"
 
 namespace shmsem::test {
 namespace {
@@ -229,6 +232,39 @@ TEST_F(RedisWait, NotifierEventfdReportsTheGrantToEpoll) {
   shmsem_notifier_destroy(n);
 }
 
+// One notifier, one loop: a local waiter and a remote one side by side,
+// each reported when its own permit comes.
+TEST_F(RedisWait, NotifierServesLocalAndRemoteWaitersTogether) {
+  make(1);
+  Segment local(1);
+  shmsem_lease_t held_remote, held_local, l;
+  ASSERT_EQ(shmsem_acquire(s_, &held_remote), 0);
+  ASSERT_EQ(shmsem_acquire(local.get(), &held_local), 0);
+  shmsem_notifier_t *n = nullptr;
+  ASSERT_EQ(shmsem_notifier_create(&n), 0);
+  shmsem_waiter_t wr, wl;
+  ASSERT_EQ(shmsem_waiter_start(s_, &wr, nullptr, &l), SHMSEM_QUEUED);
+  ASSERT_EQ(shmsem_waiter_start(local.get(), &wl, nullptr, &l), SHMSEM_QUEUED);
+  ASSERT_EQ(shmsem_notifier_add(n, &wr, 1), 0);
+  ASSERT_EQ(shmsem_notifier_add(n, &wl, 2), 0);
+  EXPECT_EQ(shmsem_notifier_add(n, &wr, 3), -EINVAL) << "added already";
+  pollfd p{shmsem_notifier_fd(n), POLLIN, 0};
+  uint64_t ud = 0;
+  ASSERT_EQ(shmsem_release(local.get(), &held_local), 0);
+  ASSERT_EQ(poll(&p, 1, 20'000), 1);
+  ASSERT_EQ(shmsem_notifier_next(n, &ud), 0);
+  EXPECT_EQ(ud, 2u);
+  ASSERT_EQ(shmsem_waiter_poll(&wl, &l), 0);
+  EXPECT_EQ(shmsem_release(local.get(), &l), 0);
+  ASSERT_EQ(shmsem_release(s_, &held_remote), 0);
+  ASSERT_EQ(poll(&p, 1, 20'000), 1);
+  ASSERT_EQ(shmsem_notifier_next(n, &ud), 0);
+  EXPECT_EQ(ud, 1u);
+  ASSERT_EQ(shmsem_waiter_poll(&wr, &l), 0);
+  EXPECT_EQ(shmsem_release(s_, &l), 0);
+  shmsem_notifier_destroy(n);
+}
+
 TEST_F(RedisWait, RingFutexWaitCompletesOnTheGrant) {
   if (shmsem_uring_probe() != 0)
     GTEST_SKIP() << "this kernel has no IORING_OP_FUTEX_WAIT (Linux 6.7+) or"
@@ -313,6 +349,36 @@ TEST_F(RedisWait, CancelAfterTheGrantReturnsTheLease) {
   EXPECT_EQ(shmsem_lease_renew(s_, &l), 0) << "held, and kept alive";
   EXPECT_EQ(shmsem_release(s_, &l), 0);
   EXPECT_EQ(pool_stat().available, 1u);
+}
+
+// Cancel and grant in whatever order the machine picks, many times: the
+// server decides each one, and the permit is never lost nor doubled (the
+// cancel returns the lease exactly when the grant won).
+TEST_F(RedisWait, CancelRacingTheGrantNeverLosesNorDoublesThePermit) {
+  make(1);
+  int won = 0, withdrawn = 0;
+  for (int i = 0; i < 40; i++) {
+    shmsem_lease_t held, l;
+    ASSERT_EQ(shmsem_acquire(s_, &held), 0);
+    shmsem_waiter_t w;
+    ASSERT_EQ(shmsem_waiter_start(s_, &w, nullptr, &l), SHMSEM_QUEUED);
+    std::thread releaser([&] { EXPECT_EQ(shmsem_release(s_, &held), 0); });
+    const int r = shmsem_waiter_cancel(&w, &l);
+    releaser.join();
+    if (r == 0) {
+      won++;
+      ASSERT_EQ(shmsem_release(s_, &l), 0) << i;
+    } else {
+      ASSERT_EQ(r, -ECANCELED) << i;
+      withdrawn++;
+    }
+    const struct shmsem_stat st = pool_stat();
+    ASSERT_EQ(st.available, 1u) << i;
+    ASSERT_EQ(st.waiting, 0u) << i;
+  }
+  EXPECT_EQ(shmsem_check(s_), 0);
+  printf("cancel vs grant: the grant won %d times, the cancel %d\n", won,
+         withdrawn);
 }
 
 TEST_F(RedisWait, DeadlineEndsTheWaitOwningNothing) {

@@ -9,11 +9,12 @@
 //
 // Representation. A queued remote waiter is a Record in this process's
 // registry and one thread that runs wait_queued for it:
-//   word      the futex word: holds `waiting` while the wait goes on; the
-//             thread stores waiting + 1 (release, after the outcome) and
-//             wakes every sleeper on it with a shared FUTEX_WAKE (the
-//             word is private memory, but the io_uring and the notifier
-//             wait on it without FUTEX_PRIVATE_FLAG: shmsem.h).
+//   doorbell  the futex word (shmsem_waiter_futex): holds `waiting` while
+//             the wait goes on; the thread stores waiting + 1 (release,
+//             after the outcome) and wakes every sleeper on it with a
+//             shared FUTEX_WAKE (the word is private memory, but the
+//             io_uring and the notifier wait on it without
+//             FUTEX_PRIVATE_FLAG: shmsem.h).
 //   rc, lease the outcome, written by the thread before the word changes.
 //   cancel    a private cancel handle the thread's wait looks at.
 //   conn_id   the server's id of the thread's connection, for CLIENT
@@ -84,7 +85,7 @@ static_assert(sizeof(WaiterBytes) <= sizeof(shmsem_waiter_t::__opaque));
 
 // The thread's stack: hiredis and a few strings (its buffers are on the
 // heap). 8 MiB of address space per queued waiter would be the default.
-constexpr size_t kStackBytes = 256 * 1024;
+constexpr size_t kStackBytes = size_t{256} * 1024;
 // How long past its deadline a wait may take to end (wait_queued: its
 // grace for the last BLPOP, then the server's answer to the cancel).
 constexpr uint64_t kLateNs = 1'000'000'000;
@@ -97,7 +98,8 @@ constexpr uint64_t kFirstPauseNs = 1'000'000;
 constexpr uint64_t kMaxPauseNs = 50'000'000;
 
 struct Record {
-  std::atomic<uint32_t> word{0};
+  // The futex word (file comment); not a state word of the state machine.
+  std::atomic<uint32_t> doorbell{0};
   uint32_t waiting = 0;
   // Under the registry's lock:
   uint32_t gen = 0;
@@ -222,8 +224,8 @@ void *waiter_main(void *arg) {
   rec->rc = wait_queued(w, &lease);
   rec->lease = lease;
   // Release: the outcome is visible to whoever sees the new value.
-  rec->word.store(rec->waiting + 1, std::memory_order_release);
-  futex_wake(&rec->word, INT_MAX);
+  rec->doorbell.store(rec->waiting + 1, std::memory_order_release);
+  futex_wake(&rec->doorbell, INT_MAX);
   return nullptr;
 }
 
@@ -283,7 +285,7 @@ int unblock(Pool *p, int64_t id) {
 }
 
 bool waiting(const Record *rec) {
-  return rec->word.load(std::memory_order_acquire) == rec->waiting;
+  return rec->doorbell.load(std::memory_order_acquire) == rec->waiting;
 }
 
 // After the private handle fired: end the thread's BLPOP, then wait for
@@ -300,7 +302,7 @@ void unblock_until_done(Record *rec) {
       if (id < 0) unblocking = false;
     }
     const uint64_t until = unblocking ? real_mono_ns() + pause : 0;
-    (void)futex_wait(&rec->word, rec->waiting, until);
+    (void)futex_wait(&rec->doorbell, rec->waiting, until);
     if (pause < kMaxPauseNs) pause *= 2;
   }
 }
@@ -355,8 +357,8 @@ int redis_waiter_start(shmsem_t *s, shmsem_waiter_t *w, uint32_t n,
   rec->conn_id.store(0, std::memory_order_relaxed);
   rec->rc = 0;
   rec->lease = shmsem_lease_t{};
-  rec->waiting = rec->word.load(std::memory_order_relaxed) + 1;
-  rec->word.store(rec->waiting, std::memory_order_relaxed);
+  rec->waiting = rec->doorbell.load(std::memory_order_relaxed) + 1;
+  rec->doorbell.store(rec->waiting, std::memory_order_relaxed);
   rec->wake_by.store(first_wake_by(rec), std::memory_order_relaxed);
   e = start_thread(rec);
   if (e < 0) {
@@ -376,7 +378,7 @@ int redis_waiter_futex(const shmsem_waiter_t *w, uint32_t **word,
   const Ref ref = lookup(w);
   if (!ref.rec) return -EINVAL;
   // std::atomic<uint32_t> is a plain 32-bit word (futex.h passes it so).
-  *word = reinterpret_cast<uint32_t *>(&ref.rec->word);
+  *word = reinterpret_cast<uint32_t *>(&ref.rec->doorbell);
   *value = ref.rec->waiting;
   return 0;
 }

@@ -89,6 +89,18 @@ size_t thread_count() {
   return n;
 }
 
+// This process's resident memory (kB), from /proc/self/status.
+long rss_kb() {
+  FILE *f = fopen("/proc/self/status", "r");
+  if (!f) return -1;
+  char line[256];
+  long kb = -1;
+  while (fgets(line, sizeof line, f))
+    if (sscanf(line, "VmRSS: %ld kB", &kb) == 1) break;
+  fclose(f);
+  return kb;
+}
+
 // Another real process that holds `n` permits of `name` until told to
 // release them: hold() returns once it holds them, release() once it
 // released them and exited.
@@ -498,6 +510,7 @@ TEST_F(RedisWait, ManyWaitersCompleteInFifoOrderWithAThreadEach) {
   shmsem_lease_t held;
   ASSERT_EQ(shmsem_acquire(s_, &held), 0);
   const size_t threads_before = thread_count();
+  const long rss_before = rss_kb();
   std::vector<shmsem_waiter_t> ws(kWaiters);
   shmsem_lease_t l;
   const auto t0 = Clock::now();
@@ -507,10 +520,17 @@ TEST_F(RedisWait, ManyWaitersCompleteInFifoOrderWithAThreadEach) {
   const auto started = Clock::now() - t0;
   EXPECT_EQ(thread_count(), threads_before + kWaiters);
   EXPECT_EQ(pool_stat().waiting, uint32_t(kWaiters));
-  printf(
-      "%d remote waiters started in %lld us\n", kWaiters,
-      (long long)std::chrono::duration_cast<std::chrono::microseconds>(started)
-          .count());
+  // Each blocks in BLPOP on a connection of its own.
+  EXPECT_TRUE(wait_until([&] {
+    const std::vector<std::string> r = g_server->command({"INFO", "clients"});
+    return !r.empty() &&
+           r[0].find("blocked_clients:" + std::to_string(kWaiters)) !=
+               std::string::npos;
+  }));
+  const auto us =
+      std::chrono::duration_cast<std::chrono::microseconds>(started).count();
+  printf("%d remote waiters started in %lld us, resident memory +%ld kB\n",
+         kWaiters, (long long)us, rss_kb() - rss_before);
   ASSERT_EQ(shmsem_release(s_, &held), 0);
   for (int i = 0; i < kWaiters; i++) {
     ASSERT_TRUE(await_word(&ws[i])) << i;

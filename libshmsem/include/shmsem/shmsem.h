@@ -403,6 +403,16 @@ int shmsem_set_permits(shmsem_t *s, uint32_t permits);
  * shmsem_detach: a wait left queued keeps its place until its thread ends,
  * and a grant it never takes holds back everyone behind it (and a call on
  * a waiter of a detached handle uses freed memory).
+ *
+ * A waiter of a remote semaphore ("Across hosts") is one thread of the
+ * calling process while queued, which runs the blocking wait and changes
+ * the waiter's word (in process memory) when it ends: the same calls,
+ * io_uring and the notifier drive it. Its wait belongs to the process, not
+ * to the starting thread; the start makes one call to the server, the poll
+ * none; a cancel blocks for a few round trips (up to two call timeouts,
+ * then -ECOMM, if the server does not answer); shmsem_detach cancels the
+ * handle's remote waiters still queued. shmsem_waiter_start(3), "Remote
+ * semaphores".
  */
 typedef struct shmsem_waiter {
   uint64_t __opaque[10];
@@ -424,8 +434,9 @@ typedef struct shmsem_waiter {
  * does. On an error `w` is unused. Errors: -ESHUTDOWN closed; -EBUSY the
  * queue is full; -ETIMEDOUT; -EINVAL bad timespec, or `w` is queued;
  * -EBADF read-only handle; -EXDEV another PID namespace (poll and cancel
- * only work on a wait that start admitted); -EOPNOTSUPP a remote semaphore
- * (see "Across hosts": no waiter without a thread there yet).
+ * only work on a wait that start admitted); -ECOMM, -EIDRM (remote: see
+ * "Across hosts"), and -EAGAIN, -ENOMEM no thread for a remote wait (it
+ * was withdrawn; a grant that had won is returned as 0).
  */
 int shmsem_waiter_start(shmsem_t *s, shmsem_waiter_t *w,
                         const struct timespec *deadline, shmsem_lease_t *lease);
@@ -467,7 +478,8 @@ int shmsem_waiter_wake_by(const shmsem_waiter_t *w, struct timespec *at);
  * wait takes the internal lock, and a poll that runs a watch pass reads
  * /proc and pidfds: usually microseconds, but the lock held by a stopped
  * process is waited for as a blocking acquire waits for it (up to the
- * deadline: shmsem(7), Races). -EINVAL if `w` is not queued.
+ * deadline: shmsem(7), Races). -EINVAL if `w` is not queued; -ECOMM,
+ * -EIDRM a remote wait that ended so (see "Across hosts").
  */
 int shmsem_waiter_poll(shmsem_waiter_t *w, shmsem_lease_t *lease);
 
@@ -481,7 +493,9 @@ int shmsem_waiter_poll(shmsem_waiter_t *w, shmsem_lease_t *lease);
  * Bounded as shmsem_try_acquire: if another process holds the internal
  * lock for longer (stopped), the waiter leaves without it, giving up a
  * grant that had already won (its permit goes on to the next waiter), and
- * the call returns -ECANCELED. -EINVAL if `w` is not queued.
+ * the call returns -ECANCELED. -EINVAL if `w` is not queued; -ECOMM,
+ * -EIDRM a remote wait (see "Across hosts": the server did not answer,
+ * and the place lapses there within the waiter TTL).
  */
 int shmsem_waiter_cancel(shmsem_waiter_t *w, shmsem_lease_t *lease);
 

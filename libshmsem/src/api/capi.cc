@@ -408,9 +408,19 @@ SHMSEM_API int shmsem_notifier_fd(const shmsem_notifier_t *n) {
   return d::notifier_fd(n);
 }
 
+// The notifier waits on the word of a waiter of any backend: read here,
+// through the backend that queued it.
 SHMSEM_API int shmsem_notifier_add(shmsem_notifier_t *n, shmsem_waiter_t *w,
                                    uint64_t user_data) {
-  return d::notifier_add(n, w, user_data);
+  if (!n || !w) return -EINVAL;
+  const d::Backend *b = d::waiter_backend(w);
+  uint32_t *word, value;
+  int r = b->waiter_futex(w, &word, &value);
+  if (r) return r;
+  timespec at;
+  r = b->waiter_wake_by(w, &at);
+  if (r) return r;
+  return d::notifier_add(n, w, user_data, word, value, at);
 }
 
 SHMSEM_API int shmsem_notifier_remove(shmsem_notifier_t *n,

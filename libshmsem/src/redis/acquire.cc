@@ -16,11 +16,15 @@
 //
 // A cancel handle fired by another thread is seen when the current BLPOP
 // ends: at most kCancelCheckMs later (docs/REDIS.md: the shm backend's
-// cancel_fire does not reach a mailbox yet).
+// cancel_fire does not reach a mailbox yet). A non-blocking waiter's
+// thread (async.cc) runs the same wait; its canceller ends the BLPOP at
+// once (CLIENT UNBLOCK), so its BLPOPs are not cut to kCancelCheckMs.
 #include <errno.h>
 #include <stdio.h>
 #include <unistd.h>
 
+#include "acquire.h"
+#include "async.h"
 #include "cancel_handle.h"
 #include "clock.h"
 #include "ops.h"
@@ -110,19 +114,12 @@ int take_message(Pool *p, const std::string &m, shmsem_lease_t *lease) {
   return 0;
 }
 
-struct Wait {
-  Pool *p;
-  uint64_t ticket;
-  const timespec *deadline;
-  shmsem_cancel_t *cancel;
-  std::string key;
-};
-
 // How long the next BLPOP may block (ms), bounded by the keep-alive, the
 // deadline and a cancel handle; 0 when the deadline has passed.
 uint64_t next_block_ms(const Wait &w) {
   uint64_t ms = w.p->wttl_ms / 3 + 1;
-  if (w.cancel && ms > kCancelCheckMs) ms = kCancelCheckMs;
+  // A canceller that unblocks the BLPOP itself (conn_id) needs no cut.
+  if (w.cancel && !w.conn_id && ms > kCancelCheckMs) ms = kCancelCheckMs;
   if (w.deadline) {
     const uint64_t now = mono_ns(), d = ts_to_ns(*w.deadline);
     if (now >= d) return 0;
@@ -148,7 +145,10 @@ int block_once(Wait &w, Conn *c, uint64_t ms, std::string *msg) {
   if (!c->connected()) {
     const int e = c->connect(w.p->ep, io_timeout_ms(w.p));
     if (e < 0) return e;
+    if (w.conn_id) w.conn_id->store(0, std::memory_order_relaxed);
   }
+  if (w.conn_id && w.conn_id->load(std::memory_order_relaxed) == 0)
+    publish_client_id(c, w.conn_id, io_timeout_ms(w.p));
   // Seconds with three decimals, as BLPOP takes them (Redis 6+).
   const std::string frac = std::to_string(1000 + ms % 1000).substr(1);
   const std::string secs = std::to_string(ms / 1000) + "." + frac;
@@ -217,20 +217,19 @@ int redis_try_acquire(shmsem_t *s, uint32_t n, shmsem_lease_t *lease) {
   return e == 1 ? kBadReply : e;
 }
 
-int redis_acquire(shmsem_t *s, uint32_t n, const timespec *deadline,
-                  shmsem_cancel_t *cancel, unsigned flags,
-                  shmsem_lease_t *lease) {
-  if (!s || !lease) return -EINVAL;
-  Pool *p = pool_of(s);
-  pool_enter(p);
+int acquire_check(Pool *p, uint32_t n, const timespec *deadline) {
   if (p->rdonly) return -EBADF;
-  if (n == 0 || n > p->max_permits || (flags & ~SHMSEM_WAIT_INTERRUPTIBLE))
-    return -EINVAL;
+  if (n == 0 || n > p->max_permits) return -EINVAL;
   if (deadline && (deadline->tv_nsec < 0 || deadline->tv_nsec > 999999999 ||
                    deadline->tv_sec < 0))
     return -EINVAL;
-  if (cancel && cancel_fired(cancel)) return -ECANCELED;
-  Wait w{p, 0, deadline, cancel, ""};
+  return 0;
+}
+
+int acquire_enqueue(shmsem_t *s, uint32_t n, const timespec *deadline,
+                    shmsem_lease_t *lease, uint64_t *ticket) {
+  Pool *p = pool_of(s);
+  Wait w{p, 0, deadline, nullptr, ""};
   if (deadline && next_block_ms(w) == 0) {
     const int e = redis_try_acquire(s, n, lease);
     return e == -EAGAIN ? -ETIMEDOUT : e;
@@ -242,14 +241,32 @@ int redis_acquire(shmsem_t *s, uint32_t n, const timespec *deadline,
   // No answer by the deadline: whatever the server did expires unrenewed.
   if (e == -ECOMM && deadline && next_block_ms(w) == 0) return -ETIMEDOUT;
   if (e < 0) return e;
-  e = grant_or_ticket(p, r, &w.ticket, lease);
-  if (e != 1) return e;
-  w.key = p->base + ":mb:" + std::to_string(w.ticket);
-  Conn *c = waiter_conn(p);
-  if (!c) return resolve(p, w.ticket, "cancel", lease, 0) == 0 ? 0 : -ECOMM;
-  e = wait_loop(w, c, lease);
-  waiter_conn_done(p, c);
+  return grant_or_ticket(p, r, ticket, lease);
+}
+
+int wait_queued(Wait &w, shmsem_lease_t *lease) {
+  w.key = w.p->base + ":mb:" + std::to_string(w.ticket);
+  Conn *c = waiter_conn(w.p);
+  if (!c) return resolve(w.p, w.ticket, "cancel", lease, 0) == 0 ? 0 : -ECOMM;
+  const int e = wait_loop(w, c, lease);
+  waiter_conn_done(w.p, c);
   return e;
+}
+
+int redis_acquire(shmsem_t *s, uint32_t n, const timespec *deadline,
+                  shmsem_cancel_t *cancel, unsigned flags,
+                  shmsem_lease_t *lease) {
+  if (!s || !lease) return -EINVAL;
+  Pool *p = pool_of(s);
+  pool_enter(p);
+  int e = acquire_check(p, n, deadline);
+  if (e < 0) return e;
+  if (flags & ~SHMSEM_WAIT_INTERRUPTIBLE) return -EINVAL;
+  if (cancel && cancel_fired(cancel)) return -ECANCELED;
+  Wait w{p, 0, deadline, cancel, ""};
+  e = acquire_enqueue(s, n, deadline, lease, &w.ticket);
+  if (e != 1) return e;
+  return wait_queued(w, lease);
 }
 
 }  // namespace shmsem::detail

@@ -9,6 +9,7 @@
 
 #include <new>
 
+#include "async.h"
 #include "ops.h"
 #include "pool.h"
 #include "rate.h"
@@ -184,10 +185,12 @@ int redis_unlink(const char *name) {
 }
 
 // Leases still held through the handle are no longer renewed: they
-// expire within a TTL (docs/REDIS.md).
+// expire within a TTL (docs/REDIS.md). Waiters still queued are cancelled
+// first (their threads use the pool).
 void redis_detach(shmsem_t *s) {
   Pool *p = pool_of(s);
   pool_enter(p);
+  async_detach(s);
   keepalive_stop(p);
   for (Conn *c : p->idle) delete c;
   p->idle.clear();

@@ -1,9 +1,8 @@
 // The Redis backend's table (backend.h): names "redis://HOST[:PORT]/POOL"
 // and "redis+unix:///PATH?pool=POOL" (endpoint.h). docs/REDIS.md.
-#include <errno.h>
-
 #include <type_traits>
 
+#include "async.h"
 #include "ops.h"
 #include "pool.h"
 
@@ -15,15 +14,6 @@ static_assert(offsetof(RedisHandle, backend) == 0);
 namespace {
 
 const char *const kRedisSchemes[] = {"redis", "redis+unix", nullptr};
-
-// Waiting without a thread (shmsem_waiter_*) is not offered by this
-// backend yet: -EOPNOTSUPP at start, so no waiter is ever queued by it
-// and owns_waiter claims none.
-int no_waiter_start(shmsem_t *, shmsem_waiter_t *, uint32_t, const timespec *,
-                    shmsem_lease_t *) {
-  return -EOPNOTSUPP;
-}
-bool owns_no_waiter(const shmsem_waiter_t *) { return false; }
 
 constexpr Backend redis_table() {
   Backend b{};
@@ -43,8 +33,12 @@ constexpr Backend redis_table() {
   b.stat = redis_stat;
   b.inspect = redis_inspect;
   b.declare_hold = redis_declare_hold;
-  b.waiter_start = no_waiter_start;
-  b.owns_waiter = owns_no_waiter;
+  b.waiter_start = redis_waiter_start;
+  b.owns_waiter = redis_owns_waiter;
+  b.waiter_futex = redis_waiter_futex;
+  b.waiter_wake_by = redis_waiter_wake_by;
+  b.waiter_poll = redis_waiter_poll;
+  b.waiter_cancel = redis_waiter_cancel;
   b.lease_renew = redis_lease_renew;
   b.lease_sequence = redis_lease_sequence;
   return b;

@@ -8,7 +8,9 @@
 // Representation (process-local, all under `mu`):
 //   watched[]  the waiters whose words the helper thread waits on, in the
 //              order they were added; for each a copy of what add() read in
-//              the caller's thread: its slot's futex word, the value the
+//              the caller's thread: its futex word (a shm waiter's slot
+//              word, or a remote waiter's word in this process: capi.cc
+//              reads it through the waiter's backend), the value the
 //              word holds while the wait goes on, its wake-by time. The
 //              caller's shmsem_waiter_t is kept only as a key for remove()
 //              and is never read after add() returns.
@@ -18,7 +20,8 @@
 //              change of the watched set and by destroy(), then woken.
 //
 // A waiter is ready when its word no longer holds its value (grant,
-// cancel, shutdown, reclamation: async.h) or its wake-by time has come.
+// cancel, shutdown, reclamation: waiter_api.h; a remote waiter's thread
+// finished: redis/async.h) or its wake-by time has come.
 //
 // INV-NOTIFY-FD: whenever mu is free, the eventfd's counter is 1 if ready[]
 // is not empty and 0 if it is. The eventfd is used as a plain counter
@@ -82,7 +85,6 @@
 #include <mutex>
 #include <new>
 
-#include "waiter_api.h"
 #include "thread_cancel.h"
 #include "clock.h"
 #include "futex.h"
@@ -301,20 +303,17 @@ int notifier_create(shmsem_notifier_t **out) {
 int notifier_fd(const shmsem_notifier_t *n) { return n ? n->efd : -EINVAL; }
 
 int notifier_add(shmsem_notifier_t *n, const shmsem_waiter_t *w,
-                 uint64_t user_data) {
-  if (!n || !w) return -EINVAL;
-  // Read in the caller's thread, once: the helper never touches `w`.
-  uint32_t *word;
+                 uint64_t user_data, const uint32_t *word, uint32_t value,
+                 const timespec &wake_by) {
+  if (!n || !w || !word) return -EINVAL;
+  // capi.cc read these in the caller's thread, once: the helper never
+  // touches `w`.
   Entry e{};
-  int r = async_futex(w, &word, &e.value);
-  if (r) return r;
-  timespec at;
-  r = async_wake_by(w, &at);
-  if (r) return r;
+  e.value = value;
+  e.wake_by = ts_to_ns(wake_by);
   e.key = w;
   e.user_data = user_data;
   e.word = word;
-  e.wake_by = ts_to_ns(at);
   {
     std::lock_guard<std::mutex> lock(n->mu);
     if (find(n->watched, n->n_watched, w) >= 0 ||

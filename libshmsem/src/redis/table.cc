@@ -47,6 +47,7 @@ constexpr Backend redis_table() {
   b.owns_waiter = owns_no_waiter;
   b.lease_renew = redis_lease_renew;
   b.lease_sequence = redis_lease_sequence;
+  b.list = redis_list;
   return b;
 }
 

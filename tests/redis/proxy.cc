@@ -183,7 +183,7 @@ int TcpProxy::State::poll_once(bool hold) {
 }
 
 void TcpProxy::State::step(bool hold, std::chrono::milliseconds d) {
-  for (auto &l : links)
+  for (const auto &l : links)
     for (int side = 0; side < 2; side++) {
       if (!l->eof[side]) pump_in(*l, side, d);
       if (!hold) pump_out(*l, side);
@@ -198,26 +198,24 @@ void TcpProxy::State::run() {
   for (;;) {
     bool hold;
     std::chrono::milliseconds d;
-    uint64_t serving;
     {
       std::lock_guard<std::mutex> lock(mu);
       if (stop) break;
       if (drop_now) {
-        for (auto &l : links) cut(*l);
+        for (const auto &l : links) cut(*l);
         links.clear();
         drop_now = false;
       }
       hold = holding;
       d = delay;
-      serving = asked;
       open = int(links.size());
-      done = serving;
+      done = asked;
     }
     acted.notify_all();
     if (poll_once(hold)) accept_one();
     step(hold, d);
   }
-  for (auto &l : links) cut(*l);
+  for (const auto &l : links) cut(*l);
   links.clear();
 }
 

@@ -3,8 +3,9 @@
 // held (a partition: connections stay open, nothing passes, and what was
 // sent meanwhile arrives when it heals, as TCP retransmits it), or every
 // connection is closed (a drop: what was in flight or held is lost; a
-// partition ended by a drop is one whose connections timed out). One thread runs a poll() loop over the listening socket,
-// a wake-up pipe and both sockets of every connection.
+// partition ended by a drop is one whose connections timed out). One thread
+// runs a poll() loop over the listening socket, a wake-up pipe and both sockets
+// of every connection.
 //
 // Forked children (holders in other processes) inherit copies of the
 // proxy's sockets; a drop therefore shuts them down (shutdown(2) acts on

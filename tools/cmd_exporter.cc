@@ -110,13 +110,23 @@ std::string try_bind(const ListenAddress &a) {
   }
 }
 
+// The places `names` lists semaphores of, for messages: "/dev/shm" for
+// none named, else the places among them, comma-separated ("" if none).
+std::string places_text(const std::vector<std::string> &names) {
+  if (names.empty()) return "/dev/shm";
+  std::string out;
+  for (const std::string &n : names)
+    if (is_place(n)) out += (out.empty() ? "" : ", ") + printable(n);
+  return out;
+}
+
 // Reads the semaphores at every scrape. Collect() runs on the server's
 // threads, possibly two at once: the readings share nothing, and the
 // log of which semaphores could not be read is under a mutex.
 class PoolCollector : public prometheus::Collectable {
  public:
   explicit PoolCollector(std::vector<std::string> names)
-      : names_(std::move(names)) {}
+      : names_(std::move(names)), places_(places_text(names_)) {}
 
   std::vector<prometheus::MetricFamily> Collect() const override {
     try {
@@ -136,7 +146,7 @@ class PoolCollector : public prometheus::Collectable {
   void log_changes(int dir_error, const std::vector<Snapshot> &readings) const {
     std::lock_guard<std::mutex> lock(mu_);
     if (dir_error != last_dir_error_ && dir_error)
-      fprintf(stderr, "shmsem: exporter: cannot read /dev/shm: %s\n",
+      fprintf(stderr, "shmsem: exporter: cannot list %s: %s\n", places_.c_str(),
               shmsem_strerror(dir_error));
     last_dir_error_ = dir_error;
     std::map<std::string, int> now;
@@ -155,10 +165,25 @@ class PoolCollector : public prometheus::Collectable {
   }
 
   std::vector<std::string> names_;
+  std::string places_;  // for the log: the places it lists
   mutable std::mutex mu_;
   mutable int last_dir_error_ = 0;
   mutable std::map<std::string, int> last_error_;
 };
+
+// What the exporter serves, for its first message.
+std::string exported_text(const std::vector<std::string> &names) {
+  size_t named = 0;
+  for (const std::string &n : names) named += is_place(n) ? 0 : 1;
+  const std::string places = places_text(names);
+  std::string out;
+  if (named)
+    out = std::to_string(named) + (named == 1 ? " semaphore" : " semaphores");
+  if (!places.empty())
+    out += (out.empty() ? "" : " and ") + std::string("every semaphore in ") +
+           places;
+  return out;
+}
 
 // Server threads (concurrent connections), and how long one waits for a
 // client's request (ms): well below Prometheus's default scrape timeout
@@ -216,11 +241,7 @@ int run_exporter(const ExporterOptions &o) {
   std::vector<int> ports = exposer->GetListeningPorts();
   fprintf(stderr, "shmsem: exporter: serving http://%s:%d/metrics for %s\n",
           addr.host.c_str(), ports.empty() ? int(addr.port) : ports.front(),
-          o.names.empty()
-              ? "every semaphore in /dev/shm"
-              : (std::to_string(o.names.size()) +
-                 (o.names.size() == 1 ? " semaphore" : " semaphores"))
-                    .c_str());
+          exported_text(o.names).c_str());
   (void)fflush(stderr);
 
   int sig = 0;
@@ -243,11 +264,13 @@ Subcommand add_exporter(CLI::App &parent) {
       ->option_text("ADDRESS:PORT");
   sub->add_option("NAME", o->names,
                   "Semaphores to export (default: every semaphore in "
-                  "/dev/shm, found anew at each scrape)")
+                  "/dev/shm, found anew at each scrape); a server, "
+                  "redis://HOST[:PORT], exports all its pools")
       ->option_text(" ")
       ->check(CLI::Validator(
           // cppcheck-suppress constParameter ; CLI11's validator signature
-          [](std::string &value) { return name_problem(value); }, "", ""));
+          [](std::string &value) { return name_or_place_problem(value); }, "",
+          ""));
   sub->footer(
       "Each scrape of http://ADDRESS:PORT/metrics reads the semaphores then "
       "(read permission is enough;\nnothing is written) and answers in the "
@@ -258,7 +281,7 @@ Subcommand add_exporter(CLI::App &parent) {
       "No TLS and no authentication: listen on loopback, or put a proxy in "
       "front. See docs/prometheus.md.");
   return {sub, [o] { return run_exporter(*o); },
-          "shmsem exporter --listen ADDRESS:PORT [NAME ...]"};
+          "shmsem exporter --listen ADDRESS:PORT [NAME|SERVER ...]"};
 }
 
 }  // namespace shmsem::cli

@@ -1,6 +1,8 @@
-// shmsem list [--all] [--json]: every semaphore in /dev/shm this user can
-// read, as the data layer finds them (pool_view.h: shmsem_list, each file
-// read as a SHMSEM_SNAPSHOT copy). Files that are not shmsem segments or
+// shmsem list [--all] [--json] [WHERE]: every semaphore in /dev/shm this
+// user can read, or every pool of a server (WHERE "redis://HOST[:PORT]" or
+// "redis+unix:///PATH"), as the data layer finds them (pool_view.h:
+// shmsem_list_at, each file read as a SHMSEM_SNAPSHOT copy, each pool as
+// shmsem_stat reads it). Files that are not shmsem segments or
 // that we cannot read are not shown; half-built ones (".shmsem-tmp-*", left
 // by a create of an older version killed on the temporary-name route, see
 // DESIGN.md section 3) are shown with --all only (shmsem_leftovers), with
@@ -35,7 +37,14 @@ using Leftover = struct shmsem_leftover;
 struct ListOptions {
   bool json = false;
   bool all = false;
+  std::string where = kShmDir;
 };
+
+std::string place_problem(const std::string &where) {
+  if (is_place(where)) return "";
+  return "not a place of semaphores: '" + printable(where) +
+         "' (expected /dev/shm, redis://HOST[:PORT] or redis+unix:///PATH)";
+}
 
 // The user name of `uid`, or the number if it has none.
 std::string owner_text(uid_t uid) {
@@ -75,14 +84,15 @@ void print_list_json(const std::vector<FoundPool> &found,
   j["version"] = 1;
   j["semaphores"] = Json::array();
   for (const FoundPool &e : found)
-    j["semaphores"].push_back({{"name", e.name},
-                               {"state", e.st.closed ? "closed" : "open"},
-                               {"capacity", e.st.permits},
-                               {"available", e.st.available},
-                               {"held", e.st.held},
-                               {"reserved", e.st.reserved},
-                               {"waiting", e.st.waiting},
-                               {"uid", e.uid}});
+    j["semaphores"].push_back(
+        {{"name", e.name},
+         {"state", e.st.closed ? "closed" : "open"},
+         {"capacity", e.st.permits},
+         {"available", e.st.available},
+         {"held", e.st.held},
+         {"reserved", e.st.reserved},
+         {"waiting", e.st.waiting},
+         {"uid", e.remote ? Json(nullptr) : Json(e.uid)}});
   if (leftovers) {
     j["leftovers"] = Json::array();
     for (const Leftover &l : *leftovers)
@@ -99,19 +109,20 @@ void print_list_json(const std::vector<FoundPool> &found,
   printf("%s\n", j.dump(2, ' ', false, Json::error_handler_t::replace).c_str());
 }
 
-void print_list_text(const std::vector<FoundPool> &found) {
+void print_list_text(const std::vector<FoundPool> &found,
+                     const std::string &where) {
   if (found.empty()) {
-    printf("no semaphores in %s\n", kShmDir);
+    printf("no semaphores in %s\n", printable(where).c_str());
     return;
   }
   std::vector<std::vector<std::string>> rows;
   rows.reserve(found.size());
   for (const FoundPool &e : found)
-    rows.push_back({e.name, std::to_string(e.st.permits),
-                    std::to_string(e.st.available),
-                    std::to_string(e.st.held + e.st.reserved),
-                    std::to_string(e.st.waiting),
-                    e.st.closed ? "closed" : "open", owner_text(e.uid)});
+    rows.push_back(
+        {e.name, std::to_string(e.st.permits), std::to_string(e.st.available),
+         std::to_string(e.st.held + e.st.reserved),
+         std::to_string(e.st.waiting), e.st.closed ? "closed" : "open",
+         e.remote ? "-" : owner_text(e.uid)});
   print_table(
       stdout,
       {"NAME", "CAPACITY", "AVAILABLE", "HELD", "WAITING", "STATE", "OWNER"},
@@ -120,11 +131,10 @@ void print_list_text(const std::vector<FoundPool> &found) {
 
 int run_list(const ListOptions &o) {
   std::vector<FoundPool> found;
-  int e = find_pools(&found);
+  int e = find_pools(&found, o.where);
   if (e) {
-    // NOLINTNEXTLINE(concurrency-mt-unsafe): the command has one thread
-    const char *why = strerror(-e);
-    fprintf(stderr, "shmsem: list: cannot read %s: %s\n", kShmDir, why);
+    fprintf(stderr, "shmsem: list: cannot read %s: %s\n",
+            printable(o.where).c_str(), shmsem_strerror(e));
     return kExitFailure;
   }
   // The semaphores this user can read, a damaged one as read (`status`
@@ -133,13 +143,15 @@ int run_list(const ListOptions &o) {
       std::remove_if(found.begin(), found.end(),
                      [](const FoundPool &p) { return !readable(p.error); }),
       found.end());
+  // Leftovers are files of interrupted creates: /dev/shm has them alone.
+  const bool leftovers_too = o.all && !is_remote_name(o.where);
   std::vector<Leftover> leftovers;
-  if (o.all) leftovers = find_leftovers();
+  if (leftovers_too) leftovers = find_leftovers();
   if (o.json) {
-    print_list_json(found, o.all ? &leftovers : nullptr);
+    print_list_json(found, leftovers_too ? &leftovers : nullptr);
   } else {
-    print_list_text(found);
-    if (o.all) print_leftovers(leftovers);
+    print_list_text(found, o.where);
+    if (leftovers_too) print_leftovers(leftovers);
   }
   // Any failed write, earlier or now, fails the command.
   return fflush(stdout) == 0 && !ferror(stdout) ? kExitOk : kExitFailure;
@@ -150,9 +162,18 @@ int run_list(const ListOptions &o) {
 Subcommand add_list(CLI::App &parent) {
   auto o = std::make_shared<ListOptions>();
   CLI::App *sub = parent.add_subcommand(
-      "list", "List the semaphores in /dev/shm that you can read");
+      "list",
+      "List the semaphores in /dev/shm that you can read, or a server's pools");
+  sub->add_option("WHERE", o->where,
+                  "/dev/shm (the default), or a Redis server: "
+                  "redis://HOST[:PORT], redis+unix:///PATH")
+      ->option_text(" ")
+      ->check(CLI::Validator(
+          // cppcheck-suppress constParameter ; CLI11's validator signature
+          [](std::string &value) { return place_problem(value); }, "", ""));
   sub->add_flag("-a,--all", o->all,
-                "Also list leftover .shmsem-tmp-* files of killed creates");
+                "Also list leftover .shmsem-tmp-* files of killed creates "
+                "(/dev/shm only)");
   sub->add_flag("-j,--json", o->json,
                 "Print one JSON document instead of text");
   sub->footer(
@@ -161,8 +182,10 @@ Subcommand add_list(CLI::App &parent) {
       "(granted to a waiter that has "
       "not yet returned).\n--all: CREATOR is dead (no process has "
       "its PID: 'shmsem recover --leftovers' removes it),\nalive "
-      "(a process has its PID, maybe the creator) or unknown.");
-  return {sub, [o] { return run_list(*o); }, "shmsem list [--all] [--json]"};
+      "(a process has its PID, maybe the creator) or unknown.\nA server's "
+      "pools have no OWNER ('-'): its ACL decides who may use them.");
+  return {sub, [o] { return run_list(*o); },
+          "shmsem list [--all] [--json] [WHERE]"};
 }
 
 }  // namespace shmsem::cli

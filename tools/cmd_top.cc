@@ -76,6 +76,14 @@ std::string wall_clock() {
   return std::string(buf, n);
 }
 
+// Some of `names` are places: the semaphores found there are not named
+// one by one, so one of them that cannot be read is shown, not fatal.
+bool named_by_place(const std::vector<std::string> &names) {
+  for (const std::string &n : names)
+    if (is_place(n)) return true;
+  return false;
+}
+
 // Sample every semaphore asked for (or in /dev/shm), with rates against
 // the previous samples. One that cannot be read shows only its header
 // line, with the error.
@@ -349,15 +357,26 @@ int run_top(const TopOptions &o) {
   // later shows its error in its header line. Without names, every
   // semaphore found is shown, a damaged one with its error (another
   // user's damage is no reason to show nothing).
+  // A place named (a server) must be reachable when we start too.
+  for (const std::string &n : o.names) {
+    std::vector<FoundPool> found;
+    const int e = is_place(n) ? find_pools(&found, n) : 0;
+    if (e) {
+      report_error("top", n, e);
+      return exit_code_for(e);
+    }
+  }
   t.cur = sample_pools(o, {});
   for (const PoolSample &p : t.cur)
-    if (p.snap.error && !o.names.empty()) {
+    if (p.snap.error && !o.names.empty() && !named_by_place(o.names)) {
       report_error("top", p.snap.name, p.snap.error);
       return exit_code_for(p.snap.error);
     }
   t.interactive = !o.batch && isatty(STDOUT_FILENO);
   t.layout.delay = format_duration(o.delay_ns);
-  t.layout.all = o.names.empty();
+  t.layout.place = o.names.empty()                               ? kShmPlace
+                   : o.names.size() == 1 && is_place(o.names[0]) ? o.names[0]
+                                                                 : "";
   enter_view(&t);
   while (!t.quit) {
     uint64_t started = mono_ns();
@@ -381,11 +400,13 @@ Subcommand add_top(CLI::App &parent) {
   CLI::App *sub = parent.add_subcommand(
       "top", "Live view of holders, queues and rates, refreshed (read-only)");
   sub->add_option("NAME", o->names,
-                  "Semaphores to show (default: every one in /dev/shm)")
+                  "Semaphores to show (default: every one in /dev/shm); a "
+                  "server, redis://HOST[:PORT], shows all its pools")
       ->option_text(" ")
       ->check(CLI::Validator(
           // cppcheck-suppress constParameter ; CLI11's validator signature
-          [](std::string &value) { return name_problem(value); }, "", ""));
+          [](std::string &value) { return name_or_place_problem(value); }, "",
+          ""));
   sub->add_option_function<std::string>(
          "-d,--delay", [o](const std::string &) {},
          "Seconds between refreshes (default 2; e.g. 0.5, 500ms; 10ms to 1h)")
@@ -413,7 +434,7 @@ Subcommand add_top(CLI::App &parent) {
       "'token in 50ms'). Keys: q quits, space refreshes now.\nReads through "
       "read-only snapshots: read permission on /dev/shm/NAME is enough.");
   return {sub, [o] { return run_top(*o); },
-          "shmsem top [-d SECONDS] [-n N] [-b] [NAME...]"};
+          "shmsem top [-d SECONDS] [-n N] [-b] [NAME|SERVER...]"};
 }
 
 }  // namespace shmsem::cli

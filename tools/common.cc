@@ -43,6 +43,19 @@ std::string name_problem(const std::string &name) {
   return "";
 }
 
+bool is_place(const std::string &arg) {
+  if (arg == kShmPlace || arg == std::string(kShmPlace) + "/") return true;
+  if (strncasecmp(arg.c_str(), "redis+unix://", 13) == 0)
+    return arg.find('?') == std::string::npos;
+  if (strncasecmp(arg.c_str(), "redis://", 8) != 0) return false;
+  const size_t slash = arg.find('/', 8);
+  return slash == std::string::npos || slash + 1 == arg.size();
+}
+
+std::string name_or_place_problem(const std::string &arg) {
+  return is_place(arg) ? "" : name_problem(arg);
+}
+
 namespace {
 
 // Length of the valid UTF-8 sequence at s[i] that is not a control

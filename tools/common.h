@@ -23,6 +23,15 @@ std::string name_problem(const std::string &name);
 // redis:// or redis+unix:// (any case): a semaphore on a Redis server.
 bool is_remote_name(const std::string &name);
 
+// Where the semaphores of this host are.
+inline constexpr char kShmPlace[] = "/dev/shm";
+// A place that keeps semaphores, not one semaphore: /dev/shm, or a server
+// without a pool ("redis://HOST[:PORT]", "redis+unix:///PATH"), as
+// shmsem_list_at(3) takes it.
+bool is_place(const std::string &arg);
+// name_problem(), but a place is no problem (`top`, `exporter`).
+std::string name_or_place_problem(const std::string &arg);
+
 // `text` made safe to print on a terminal: valid UTF-8 stays as it is;
 // every control character (C0, DEL, C1), every byte of invalid UTF-8 and the
 // backslash itself become \xNN (backslash: \\), as `ls -b` does. Names in

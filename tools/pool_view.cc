@@ -158,8 +158,8 @@ int read_pool_copy(const std::string &name, Snapshot *out) {
 // counted first, then filled; files may appear between the two, so again
 // with the new count, a few times, then the first ones as many as there was
 // room for. 0, or the call's negative errno (with `out` empty).
-template <typename T>
-int fill_counted(int (*call)(T *, uint32_t), std::vector<T> *out) {
+template <typename T, typename Call>
+int fill_counted(Call call, std::vector<T> *out) {
   out->clear();
   int n = call(nullptr, 0);
   for (int attempt = 0; n > 0 && size_t(n) > out->size() && attempt < 4;
@@ -192,15 +192,20 @@ std::string user_name(uid_t uid) {
   return "";
 }
 
-int find_pools(std::vector<FoundPool> *out) {
+int find_pools(std::vector<FoundPool> *out, const std::string &where) {
   out->clear();
   std::vector<struct shmsem_list_entry> entries;
-  int e = fill_counted(shmsem_list, &entries);
+  const char *at = where.empty() ? nullptr : where.c_str();
+  int e = fill_counted(
+      [at](struct shmsem_list_entry *buf, uint32_t room) {
+        return shmsem_list_at(at, buf, room);
+      },
+      &entries);
   if (e) return e;
   out->reserve(entries.size());
   for (const struct shmsem_list_entry &entry : entries)
-    out->push_back(
-        FoundPool{entry.name, entry.error, entry.stat, entry.file_uid});
+    out->push_back(FoundPool{entry.name, entry.error, entry.stat,
+                             entry.file_uid, is_remote_name(where)});
   return 0;
 }
 
@@ -257,20 +262,17 @@ void name_owners(Snapshot *snap) {
   for (Waiter &w : snap->waiters) name(&w.owner);
 }
 
-int read_pools(const std::vector<std::string> &names, bool named,
-               std::vector<Snapshot> *out) {
-  out->clear();
-  if (!names.empty()) {
-    std::set<std::string> seen;
-    for (const std::string &n : names)
-      if (seen.insert(n).second) read_into(n, named, out);
-    return 0;
-  }
+namespace {
+
+// Every semaphore found at `where` ("" for /dev/shm) that
+// shown_when_found() admits and `seen` does not hold yet, read into `out`.
+int read_place(const std::string &where, bool named,
+               std::set<std::string> *seen, std::vector<Snapshot> *out) {
   std::vector<FoundPool> found;
-  int e = find_pools(&found);
+  int e = find_pools(&found, where);
   if (e) return e;
   for (const FoundPool &f : found) {
-    if (!shown_when_found(f.error)) continue;
+    if (!shown_when_found(f.error) || !seen->insert(f.name).second) continue;
     if (readable(f.error)) {
       // Again, with its holders and waiters; gone or replaced meanwhile by
       // a file it would not show: left out, as if found so.
@@ -283,6 +285,25 @@ int read_pools(const std::vector<std::string> &names, bool named,
     }
   }
   return 0;
+}
+
+}  // namespace
+
+int read_pools(const std::vector<std::string> &names, bool named,
+               std::vector<Snapshot> *out) {
+  out->clear();
+  std::set<std::string> seen;
+  if (names.empty()) return read_place("", named, &seen, out);
+  int first = 0;
+  for (const std::string &n : names) {
+    if (is_place(n)) {
+      const int e = read_place(n, named, &seen, out);
+      if (e && !first) first = e;
+    } else if (seen.insert(n).second) {
+      read_into(n, named, out);
+    }
+  }
+  return first;
 }
 
 DeadHolders dead_holders(const Snapshot &snap) {

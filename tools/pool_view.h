@@ -117,17 +117,20 @@ struct Snapshot {
   uint64_t unix_at_snapshot_ns = 0;
 };
 
-// A file in /dev/shm that may be a semaphore (a shmsem_list entry).
+// A file in /dev/shm that may be a semaphore, or a server's pool (a
+// shmsem_list_at entry).
 struct FoundPool {
-  std::string name;            // "/pool"
+  std::string name;            // "/pool", "redis://HOST:PORT/POOL"
   int error = 0;               // the entry's: 0, -EUCLEAN, -EBADMSG, ...
   struct shmsem_stat st = {};  // when readable(error)
   uid_t uid = 0;               // the file's owner, when readable(error)
+  bool remote = false;         // a server's pool: no file, no owner
 };
 
-// Every file in /dev/shm that may be a semaphore, sorted by name, each read
-// (shmsem_list(3)). 0, or the negative errno of reading /dev/shm itself.
-int find_pools(std::vector<FoundPool> *out);
+// Every semaphore at `where` ("" or /dev/shm: every file there that may be
+// one; a server: its pools), sorted by name, each read (shmsem_list_at(3)).
+// 0, or the negative errno of reading the place itself.
+int find_pools(std::vector<FoundPool> *out, const std::string &where = "");
 
 // The leftovers of interrupted creates (shmsem_leftovers(3)), sorted by
 // name; none if /dev/shm cannot be read (the semaphores were found in it a
@@ -159,10 +162,12 @@ int read_pool(const std::string &name, Snapshot *out);
 // from /proc, once per process.
 void name_owners(Snapshot *snap);
 
-// Read the semaphores in `names` (each once, in the order given), or, if
-// `names` is empty, every one found in /dev/shm that shown_when_found()
-// admits, sorted by name; with `named`, name their owners too. Returns 0, or
-// the negative errno of reading /dev/shm itself (with `out` empty).
+// Read the semaphores in `names` (each once, in the order given; a place
+// among them, is_place(), stands for every one found there that
+// shown_when_found() admits, sorted by name), or, if `names` is empty,
+// every one so found in /dev/shm; with `named`, name their owners too.
+// Returns 0, or the negative errno of reading the first place that could
+// not be read (the others are read all the same).
 int read_pools(const std::vector<std::string> &names, bool named,
                std::vector<Snapshot> *out);
 

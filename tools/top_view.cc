@@ -215,12 +215,14 @@ std::vector<std::string> render_top(const std::vector<PoolSample> &pools,
   std::string title = "shmsem top  " + layout.clock + "  ";
   title += std::to_string(pools.size()) +
            (pools.size() == 1 ? " semaphore" : " semaphores") +
-           (layout.all ? " in /dev/shm" : "") + ", every " + layout.delay;
+           (layout.place.empty() ? "" : " in " + printable(layout.place)) +
+           ", every " + layout.delay;
   if (layout.interactive) title += "  (q quits)";
   lines.push_back(title);
   lines.push_back("");
-  if (pools.empty() && layout.all)
-    lines.push_back("no semaphores in /dev/shm (or none readable)");
+  if (pools.empty() && !layout.place.empty())
+    lines.push_back("no semaphores in " + printable(layout.place) +
+                    " (or none readable)");
 
   // The most rows any one list may show: all of them if the screen has
   // room, else the largest cap that fits, the same for every list.

@@ -34,11 +34,11 @@ struct PoolSample {
 void compute_rates(const PoolSample *prev, PoolSample *cur);
 
 struct TopLayout {
-  size_t width = 0;          // display columns per line; 0: no limit
-  size_t height = 0;         // lines per screen; 0: no limit
-  std::string clock;         // wall time of the samples, e.g. "12:34:56"
-  std::string delay;         // "2s"
-  bool all = false;          // NAME… not given: every semaphore in /dev/shm
+  size_t width = 0;   // display columns per line; 0: no limit
+  size_t height = 0;  // lines per screen; 0: no limit
+  std::string clock;  // wall time of the samples, e.g. "12:34:56"
+  std::string delay;  // "2s"
+  std::string place;  // where the pools were found ("/dev/shm"), or "": named
   bool interactive = false;  // the title says "q quits"
 };
 

@@ -230,7 +230,7 @@ ExporterRejectsBadListenInPlainWords() {
 	expect_err "cannot listen on 127.0.0.1:$PORT: the port is already in use"
 	stop_exporter TERM
 	expect_rc 0 "$SHMSEM" exporter --help
-	expect_out "Usage: shmsem exporter --listen ADDRESS:PORT [NAME ...]"
+	expect_out "Usage: shmsem exporter --listen ADDRESS:PORT [NAME|SERVER ...]"
 	expect_out "SIGINT or SIGTERM"
 }
 

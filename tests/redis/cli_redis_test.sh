@@ -88,4 +88,68 @@ RunKillsItsCommandWhenTheLeaseIsLost() {
   echo PASS
 }
 
+# `shmsem list SERVER` lists the server's pools (not the removed ones),
+# as text and JSON; a pool's name or a server that does not answer is not
+# a place to list.
+ListShowsAServersPools() {
+  start_server
+  local at="redis+unix://$dir/s.sock" out
+  out=$("$SHMSEM" list "$at") || fail "list of an empty server"
+  [ "$out" = "no semaphores in $at" ] || fail "empty server: $out"
+  "$SHMSEM" create "$(name alpha)" --permits 2 || fail "create alpha"
+  "$SHMSEM" create "$(name beta)" --permits 3 || fail "create beta"
+  "$SHMSEM" create "$(name gone)" --permits 1 || fail "create gone"
+  "$SHMSEM" rm "$(name gone)" || fail "rm gone"
+  out=$("$SHMSEM" list "$at") || fail "list"
+  echo "$out" | grep -F "$(name alpha) " | grep -Eq " 2 +2 +0 +0 +open +-$" \
+    || fail "alpha's row: $out"
+  echo "$out" | grep -Fq "$(name beta) " || fail "beta missing: $out"
+  echo "$out" | grep -Fq "pool=gone" && fail "a removed pool is listed"
+  [ "$(echo "$out" | grep -c "pool=")" -eq 2 ] || fail "two pools: $out"
+  out=$("$SHMSEM" list --json "$at") || fail "list --json"
+  echo "$out" | grep -Fq "\"name\": \"$(name beta)\"" || fail "json name"
+  echo "$out" | grep -q '"capacity": 3' || fail "json capacity"
+  echo "$out" | grep -q '"uid": null' || fail "json uid of a remote pool"
+  "$SHMSEM" list "$(name alpha)" >/dev/null 2>&1
+  [ $? -eq 2 ] || fail "a pool's name is not a place: usage error"
+  "$SHMSEM" list "redis+unix://$dir/none.sock" >/dev/null 2>"$dir/err"
+  [ $? -eq 1 ] || fail "an unreachable server must exit 1"
+  grep -q "cannot read" "$dir/err" || fail "no word of the server"
+  echo PASS
+}
+
+# `top` and `exporter` given a server show every pool on it.
+TopAndExporterShowAServersPools() {
+  start_server
+  local at="redis+unix://$dir/s.sock" out line port exp
+  "$SHMSEM" create "$(name one)" --permits 2 || fail "create one"
+  "$SHMSEM" create "$(name two)" --permits 1 || fail "create two"
+  out=$("$SHMSEM" top -b -n 1 "$at") || fail "top"
+  echo "$out" | grep -Fq "2 semaphores in $at," || fail "top's title: $out"
+  echo "$out" | grep -Fq "$(name one)" || fail "top lacks one"
+  echo "$out" | grep -Fq "$(name two)" || fail "top lacks two"
+  "$SHMSEM" top -b -n 1 "redis+unix://$dir/none.sock" >/dev/null 2>&1 \
+    && fail "top of an unreachable server must fail"
+  "$SHMSEM" exporter --listen 127.0.0.1:0 "$at" >/dev/null 2>"$dir/exp" &
+  exp=$!
+  for _ in $(seq 1 250); do
+    line=$(grep -o 'serving http://127\.0\.0\.1:[0-9]*/metrics' "$dir/exp")
+    [ -n "$line" ] && break
+    kill -0 "$exp" 2>/dev/null || fail "exporter exited: $(cat "$dir/exp")"
+    sleep 0.02
+  done
+  [ -n "$line" ] || fail "the exporter did not say where it serves"
+  grep -Fq "every semaphore in $at" "$dir/exp" || fail "exporter's message"
+  port=${line#serving http://127.0.0.1:}
+  port=${port%/metrics}
+  out=$(curl -sf "http://127.0.0.1:$port/metrics")
+  kill -TERM "$exp"
+  wait "$exp" || fail "the exporter exited non-zero on SIGTERM"
+  echo "$out" | grep -Fq "shmsem_up{pool=\"$(name one)\"} 1" \
+    || fail "exporter lacks one"
+  echo "$out" | grep -Fq "shmsem_up{pool=\"$(name two)\"} 1" \
+    || fail "exporter lacks two"
+  echo PASS
+}
+
 "$1"

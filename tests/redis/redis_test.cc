@@ -9,6 +9,8 @@
 #include <shmsem/inspect.h>
 #include <shmsem/shmsem.h>
 #include <signal.h>
+#include <stdio.h>
+#include <string.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -383,6 +385,70 @@ TEST_F(RedisPool, KilledConnectionsReconnectWithoutGhosts) {
   EXPECT_EQ(result, 0);
   EXPECT_EQ(pool_stat().waiting, 0u);
   EXPECT_EQ(shmsem_check(s_), 0);
+}
+
+// shmsem_list_at on a server: every pool created and not removed, once,
+// sorted, read; 300 pools and their other keys take several SCAN steps of
+// the library's shmsem_list (256 keys each).
+TEST_F(RedisPool, ListAtFindsAServersPoolsAcrossScanSteps) {
+  constexpr int kPools = 300;
+  const std::string tag = unique_pool("many");
+  const std::string where = "redis+unix://" + g_server->socket_path();
+  std::vector<std::string> names;
+  shmsem_config cfg{};
+  cfg.permits = 2;
+  for (int i = 0; i < kPools; i++) {
+    char suffix[8];
+    snprintf(suffix, sizeof suffix, "-%03d", i);
+    names.push_back(g_server->unix_name(tag + suffix));
+    shmsem_t *s = nullptr;
+    ASSERT_EQ(shmsem_create(names.back().c_str(), &cfg, SHMSEM_EXCL, &s), 0);
+    shmsem_detach(s);
+  }
+  ASSERT_EQ(shmsem_unlink(names[7].c_str()), 0);
+  // More than one step: the first one's cursor is not the last.
+  const std::vector<std::string> step =
+      g_server->command({"FCALL", "shmsem_list", "0", "0"});
+  ASSERT_GE(step.size(), 2u);
+  EXPECT_NE(step[1], "0");
+  const int n = shmsem_list_at(where.c_str(), nullptr, 0);
+  ASSERT_GE(n, kPools - 1);
+  std::vector<shmsem_list_entry> e(size_t(n) + 16);
+  ASSERT_EQ(shmsem_list_at(where.c_str(), e.data(), uint32_t(e.size())), n);
+  std::vector<std::string> found;
+  const std::string mine = g_server->unix_name(tag);
+  for (int i = 0; i < n; i++) {
+    if (strncmp(e[size_t(i)].name, mine.c_str(), mine.size()) != 0) continue;
+    found.push_back(e[size_t(i)].name);
+    EXPECT_EQ(e[size_t(i)].error, 0) << found.back();
+    EXPECT_EQ(e[size_t(i)].stat.permits, 2u) << found.back();
+    EXPECT_EQ(e[size_t(i)].file_mode, 0u);
+  }
+  std::vector<std::string> want = names;
+  want.erase(want.begin() + 7);
+  EXPECT_EQ(found, want);  // sorted, each once, the removed one not
+  // The same over TCP, named as `where` is written.
+  const std::string tcp =
+      "redis://127.0.0.1:" + std::to_string(g_server->port());
+  std::vector<shmsem_list_entry> t(size_t(n) + 16);
+  const int m = shmsem_list_at(tcp.c_str(), t.data(), uint32_t(t.size()));
+  ASSERT_GE(m, kPools - 1);
+  EXPECT_EQ(std::string(t[0].name).rfind(tcp + "/", 0), 0u) << t[0].name;
+  for (const std::string &name : names) shmsem_unlink(name.c_str());
+}
+
+TEST(RedisNames, ListAtTakesPlacesNotNames) {
+  shmsem_list_entry e;
+  EXPECT_EQ(shmsem_list_at("redis://", &e, 1), -EINVAL);
+  EXPECT_EQ(shmsem_list_at("redis://127.0.0.1:1/pool", &e, 1), -EINVAL);
+  EXPECT_EQ(shmsem_list_at("redis+unix:///tmp/s?pool=p", &e, 1), -EINVAL);
+  EXPECT_EQ(shmsem_list_at("/tmp", &e, 1), -EINVAL);
+  EXPECT_EQ(shmsem_list_at("nosuch://x", &e, 1), -EPROTONOSUPPORT);
+  EXPECT_EQ(shmsem_list_at("redis+unix:///nonexistent/s", &e, 1), -ECOMM);
+  EXPECT_EQ(shmsem_list_at(nullptr, nullptr, 1), -EINVAL);
+  // NULL and /dev/shm: shmsem_list itself.
+  EXPECT_EQ(shmsem_list_at(nullptr, nullptr, 0), shmsem_list(nullptr, 0));
+  EXPECT_EQ(shmsem_list_at("/dev/shm", nullptr, 0), shmsem_list(nullptr, 0));
 }
 
 // --- crashes, pauses and restarts ------------------------------------------

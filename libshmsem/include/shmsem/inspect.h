@@ -187,6 +187,27 @@ struct shmsem_list_entry {
 int shmsem_list(struct shmsem_list_entry *out, uint32_t max);
 
 /*
+ * The semaphores kept at a place, as shmsem_list lists /dev/shm: `where`
+ * NULL or "/dev/shm" is exactly shmsem_list; "redis://HOST[:PORT]" or
+ * "redis+unix:///PATH" (a server, without a pool) lists that server's
+ * pools (shmsem(7), "Across hosts"). Entries are sorted by name; `name` is
+ * what shmsem_open takes ("redis://HOST:PORT/POOL", as `where` was
+ * written); each is read as shmsem_stat reads it, over one connection.
+ * For a remote pool file_mode, file_uid and file_gid are 0 and `error`
+ * is 0, -ENOENT or -EIDRM (removed or created anew since it was listed),
+ * or -ENAMETOOLONG (the name does not fit: truncated, not read). Returns
+ * how many there are (the first `max` filled in). Talks to the server
+ * (blocks up to a few seconds per call if it does not answer).
+ * Errors: those of shmsem_list, and -EINVAL another place, or a malformed
+ * server; -EPROTONOSUPPORT a scheme this build has no backend for;
+ * -EOPNOTSUPP a backend that cannot list; -ECOMM the server did not answer
+ * (or answered what this library cannot read); -EPROTO it runs a newer
+ * shmsem library.
+ */
+int shmsem_list_at(const char *where, struct shmsem_list_entry *out,
+                   uint32_t max);
+
+/*
  * Leftovers: files an interrupted create left in /dev/shm under a temporary
  * name (".shmsem-tmp-<pid>-..."): every create of older versions, and this
  * one's only where O_TMPFILE cannot be used (shmsem_create(3)).

@@ -83,6 +83,14 @@ struct Backend {
   // shmsem_lease_sequence: the global grant sequence number of `lease`.
   int (*lease_sequence)(shmsem_t *s, const shmsem_lease_t *lease,
                         uint64_t *seq);
+
+  // --- by place (optional; nullptr: -EOPNOTSUPP) -------------------------
+  // shmsem_list_at: the semaphores kept at `where` (backend_for_name chose
+  // this backend by its scheme; the shm backend gets NULL or "/dev/shm"),
+  // sorted by name; the first `max` read into `out` (not NULL when `max`
+  // is not 0), as shmsem_list does. How many there are, or a negative
+  // errno for the place itself. Runs with cancellation disabled.
+  int (*list)(const char *where, struct shmsem_list_entry *out, uint32_t max);
 };
 
 // The shared-memory backend (shm_backend.cc). Hidden, as everything here

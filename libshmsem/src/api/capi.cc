@@ -9,6 +9,7 @@
 #include <limits.h>
 #include <string.h>
 
+#include <shmsem/inspect.h>
 #include <shmsem/shmsem.h>
 
 #include "backend.h"
@@ -67,6 +68,18 @@ SHMSEM_API void shmsem_detach(shmsem_t *s) { d::backend_of(s)->detach(s); }
 SHMSEM_API int shmsem_unlink(const char *name) {
   const d::Backend *b = d::backend_for_name(name);
   return b ? b->unlink(name) : -EPROTONOSUPPORT;
+}
+
+// A place, not a name: NULL or "/dev/shm" for the shm backend, a server
+// ("redis://HOST[:PORT]") for the backend of its scheme. Reads files or
+// talks to a server: cancellation points the API does not promise.
+SHMSEM_API int shmsem_list_at(const char *where, struct shmsem_list_entry *out,
+                              uint32_t max) {
+  d::NoCancel no_cancel;
+  if (!out && max) return -EINVAL;
+  const d::Backend *b = d::backend_for_name(where);
+  if (!b) return -EPROTONOSUPPORT;
+  return b->list ? b->list(where, out, max) : -EOPNOTSUPP;
 }
 
 // One permit of a shm handle: the lock-free path inline first.

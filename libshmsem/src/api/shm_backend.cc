@@ -6,6 +6,7 @@
 #include "shm_backend.h"
 
 #include <stddef.h>
+#include <string.h>
 
 #include <type_traits>
 
@@ -18,6 +19,7 @@
 #include "inspect.h"
 #include "lanes.h"
 #include "limit.h"
+#include "list.h"
 #include "reclaim.h"
 #include "segment.h"
 #include "shutdown.h"
@@ -131,6 +133,15 @@ int shm_waiter_start(shmsem_t *s, shmsem_waiter_t *w, uint32_t n,
   return async_start(s, w, n, deadline, lease);
 }
 
+// shmsem_list_at for /dev/shm: what shmsem_list does. Only the directory
+// itself is a place of this backend (with or without its last slash).
+int shm_list(const char *where, struct shmsem_list_entry *out, uint32_t max) {
+  if (where && strcmp(where, "/dev/shm") != 0 &&
+      strcmp(where, "/dev/shm/") != 0)
+    return -EINVAL;
+  return list(out, max);
+}
+
 // No scheme: names without one ("/pool") are this backend's.
 const char *const kNoSchemes[] = {nullptr};
 
@@ -161,6 +172,7 @@ constexpr Backend shm_table() {
   b.waiter_wake_by = async_wake_by;
   b.waiter_poll = async_poll;
   b.waiter_cancel = async_cancel;
+  b.list = shm_list;
   return b;
 }
 

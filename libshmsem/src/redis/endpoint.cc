@@ -17,13 +17,6 @@ bool pool_char(char c) {
          (c >= '0' && c <= '9') || c == '_' || c == '.' || c == '-';
 }
 
-bool valid_pool(const std::string &p) {
-  if (p.empty() || p.size() > kMaxPool) return false;
-  for (char c : p)
-    if (!pool_char(c)) return false;
-  return true;
-}
-
 // "HOST[:PORT]" or "[V6][:PORT]".
 int parse_host_port(const std::string &hp, Endpoint *out) {
   std::string host = hp, port;
@@ -97,6 +90,13 @@ int parse(const char *name, bool want_pool, Endpoint *out) {
 }
 
 }  // namespace
+
+bool valid_pool(const std::string &p) {
+  if (p.empty() || p.size() > kMaxPool) return false;
+  for (char c : p)
+    if (!pool_char(c)) return false;
+  return true;
+}
 
 int parse_endpoint(const char *name, Endpoint *out) {
   return parse(name, true, out);

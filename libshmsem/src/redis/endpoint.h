@@ -23,6 +23,9 @@ struct Endpoint {
   std::string base_key() const { return "shmsem:{" + pool + "}"; }
 };
 
+// A pool name as above (1 to kMaxPool characters of [A-Za-z0-9_.-]).
+bool valid_pool(const std::string &pool);
+
 // 0 and *out, or -EINVAL for a name that is not one of the forms above.
 int parse_endpoint(const char *name, Endpoint *out);
 

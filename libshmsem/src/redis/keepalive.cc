@@ -2,10 +2,15 @@
 // lease, renews every lease the process holds through the handle every
 // TTL/3 in one call (shmsem_renew), on a connection of its own, so that a
 // holder that lives keeps its leases and one that dies (or stops, or loses
-// the server for a TTL) loses them. A lease the server says is gone
-// (expired, released elsewhere) is forgotten here; its holder hears
-// -EKEYEXPIRED from release and shmsem_lease_renew. All signals are
-// blocked in the thread: the caller's handlers never run on it.
+// the server for a TTL) loses them. A renewal that gets no answer (the
+// connection dropped, the server or the network silent for the call's
+// timeout of TTL/3) is tried again after TTL/20, not a whole period later:
+// then a lease survives an outage of up to about 2*TTL/3 - TTL/20 whenever
+// it starts (the last renewal answered may be TTL/3 old and the one in
+// flight lost after its TTL/3 timeout; docs/REDIS.md, "Safety envelope"). A
+// lease the server says is gone (expired, released elsewhere) is forgotten
+// here; its holder hears -EKEYEXPIRED from release and shmsem_lease_renew. All
+// signals are blocked in the thread: the caller's handlers never run on it.
 #include <errno.h>
 #include <signal.h>
 #include <string.h>
@@ -20,8 +25,9 @@ namespace shmsem::detail {
 namespace {
 
 // One renewal of `held` on `c`: the leases the server no longer holds are
-// dropped from the handle's list.
-void renew_once(Pool *p, Conn *c, const std::vector<HeldLease> &held) {
+// dropped from the handle's list. false if the server did not answer (or
+// answered what this client cannot read): the caller tries again soon.
+bool renew_once(Pool *p, Conn *c, const std::vector<HeldLease> &held) {
   std::vector<std::string> args;
   for (const HeldLease &l : held) {
     args.push_back(std::to_string(l.index));
@@ -32,8 +38,8 @@ void renew_once(Pool *p, Conn *c, const std::vector<HeldLease> &held) {
   // never longer than a call may take (detach waits for this one).
   int timeout = int(p->ttl_ms / 3 > 0 ? p->ttl_ms / 3 : 1);
   if (timeout > io_timeout_ms(p)) timeout = io_timeout_ms(p);
-  if (conn_call(p, c, "shmsem_renew", args, &r, timeout) < 0) return;
-  if (r.status() != "ok" || r.size() != held.size() + 2) return;
+  if (conn_call(p, c, "shmsem_renew", args, &r, timeout) < 0) return false;
+  if (r.status() != "ok" || r.size() != held.size() + 2) return false;
   std::lock_guard<std::mutex> lock(p->ka_mu);
   for (size_t i = 0; i < held.size(); i++) {
     std::string st;
@@ -46,23 +52,26 @@ void renew_once(Pool *p, Conn *c, const std::vector<HeldLease> &held) {
                            }),
             v.end());
   }
+  return true;
 }
 
 void *keepalive_main(void *arg) {
   Pool *p = static_cast<Pool *>(arg);
   Conn c;
   const auto period = std::chrono::milliseconds(p->ttl_ms / 3 + 1);
+  const auto retry = std::chrono::milliseconds(p->ttl_ms / 20 + 1);
+  bool answered = true;
   std::unique_lock<std::mutex> lock(p->ka_mu);
   while (!p->ka_stop) {
     if (p->leases.empty()) {
       p->ka_cv.wait(lock);
       continue;
     }
-    p->ka_cv.wait_for(lock, period);
+    p->ka_cv.wait_for(lock, answered ? period : retry);
     if (p->ka_stop || p->leases.empty()) continue;
     const std::vector<HeldLease> held = p->leases;
     lock.unlock();
-    renew_once(p, &c, held);
+    answered = renew_once(p, &c, held);
     lock.lock();
   }
   return nullptr;

@@ -69,6 +69,18 @@ int read_config(Pool *p, const Reply &r) {
   return 0;
 }
 
+}  // namespace
+
+int pool_load_config(Pool *p) {
+  Reply r;
+  int e = pool_call(p, "shmsem_open", {}, &r);
+  if (e == 0) e = status_errno(r.status());
+  if (e == 0) e = read_config(p, r);
+  return e;
+}
+
+namespace {
+
 // A new pool object for `name`, connected, with the library in place.
 int connect_pool(const char *name, Pool **out) {
   Pool *p = new (std::nothrow) Pool;
@@ -166,11 +178,7 @@ int redis_open(const char *name, int flags, shmsem_t **out) {
   int e = connect_pool(name, &p);
   if (e < 0) return e;
   p->rdonly = flags != 0;
-  Reply r;
-  e = pool_call(p, "shmsem_open", {}, &r);
-  if (e == 0) e = status_errno(r.status());
-  if (e == 0) e = read_config(p, r);
-  return finish(p, e, out);
+  return finish(p, pool_load_config(p), out);
 }
 
 int redis_unlink(const char *name) {

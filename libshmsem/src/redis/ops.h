@@ -33,6 +33,8 @@ int redis_inspect(shmsem_t *s, struct shmsem_inspection *out,
 int redis_declare_hold(shmsem_t *s, const shmsem_lease_t *lease,
                        uint64_t hold_ns);
 int redis_lease_renew(shmsem_t *s, const shmsem_lease_t *lease);
+// shmsem_list_at for a server (list.cc).
+int redis_list(const char *where, struct shmsem_list_entry *out, uint32_t max);
 int redis_lease_sequence(shmsem_t *s, const shmsem_lease_t *lease,
                          uint64_t *seq);
 

@@ -98,6 +98,10 @@ int pool_call(Pool *p, const char *fn, const std::vector<std::string> &args,
 int conn_call(Pool *p, Conn *c, const char *fn,
               const std::vector<std::string> &args, Reply *out, int timeout_ms);
 
+// Open the pool p->base names on p's connection (shmsem_open): its
+// identity and configuration into `p` (open.cc). 0; -ENOENT, -ECOMM.
+int pool_load_config(Pool *p);
+
 // A connection for a blocking wait (an idle one, or a new one), and its
 // return (broken ones are freed). nullptr: -ECOMM.
 Conn *waiter_conn(Pool *p);

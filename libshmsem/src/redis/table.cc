@@ -41,6 +41,7 @@ constexpr Backend redis_table() {
   b.waiter_cancel = redis_waiter_cancel;
   b.lease_renew = redis_lease_renew;
   b.lease_sequence = redis_lease_sequence;
+  b.list = redis_list;
   return b;
 }
 

@@ -388,6 +388,21 @@ TEST_F(RedisPool, KilledConnectionsReconnectWithoutGhosts) {
   EXPECT_EQ(shmsem_check(s_), 0);
 }
 
+// The keep-alive renews at the end of each period, not when a lease is
+// added: a lease taken while another is held (its thread in a timed wait)
+// is renewed within that period too. Both outlive several TTLs.
+TEST_F(RedisPool, LeaseTakenWhileAnotherIsHeldIsKeptAlive) {
+  make(2, 300);
+  shmsem_lease_t a, b;
+  ASSERT_EQ(shmsem_acquire(s_, &a), 0);
+  std::this_thread::sleep_for(milliseconds(50));  // into a period
+  ASSERT_EQ(shmsem_acquire(s_, &b), 0);
+  std::this_thread::sleep_for(milliseconds(1200));  // four TTLs held
+  EXPECT_EQ(pool_stat().held, 2u);
+  EXPECT_EQ(shmsem_release(s_, &b), 0);
+  EXPECT_EQ(shmsem_release(s_, &a), 0);
+}
+
 // --- crashes, pauses and restarts ------------------------------------------
 
 TEST_F(RedisPool, KilledHolderGivesPermitsBackWithinItsTtl) {

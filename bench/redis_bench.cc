@@ -292,12 +292,15 @@ bool until_queued(shmsem_t *s) {
 }
 
 // One shmsem round; the hand-off in ns (0 on failure).
+// *release_ns: the releasing call's own time (a round trip and the
+// function's run on the server).
 uint64_t shmsem_round(HandOffShared *sh, shmsem_t *s, shmsem_lease_t *held,
-                      uint32_t i) {
+                      uint32_t i, uint64_t *release_ns) {
   bench::store_and_wake(&sh->go, i);
   if (!until_queued(s)) return 0;
   const uint64_t t0 = now_ns();
   if (shmsem_release(s, held) != 0) return 0;
+  *release_ns = now_ns() - t0;
   bench::wait_until_equal(&sh->done, i);
   const uint64_t d = sh->returned_ns.load() - t0;
   return shmsem_acquire(s, held) == 0 ? d : 0;
@@ -355,22 +358,25 @@ void BM_HandOff(benchmark::State &state, Target t) {
   bench::Children ch;
   ch.spawn(0, [&](int) { shmsem_waiter(a, pool.name()); });
   ch.spawn(1, [&](int) { lua_waiter(b, t, key); });
-  std::vector<double> rtt, sem, luas;
+  std::vector<double> rtt, sem, luas, release;
   uint32_t i = 0;
   for (auto _ : state) {
     i++;
     rtt.push_back(double(ping_ns(pc, 1)) / 1e3);
-    const uint64_t d = shmsem_round(a, pool.get(), &held, i);
+    uint64_t rel = 0;
+    const uint64_t d = shmsem_round(a, pool.get(), &held, i, &rel);
     if (d == 0) {
       state.SkipWithError("shmsem hand-off failed");
       break;
     }
+    release.push_back(double(rel) / 1e3);
     state.SetIterationTime(double(d) / 1e9);
     sem.push_back(double(d) / 1e3);
     luas.push_back(double(lua_round(b, &lua, i)) / 1e3);
   }
   stop_children(a, b, &ch);
   handoff_counters(state, rtt, sem, luas);
+  state.counters["release_med_us"] = median(release);
   shmsem_release(pool.get(), &held);
   lua.release();
   bench::shared_delete(a);
@@ -729,7 +735,7 @@ Cost cost_of(redisContext *c, const char *caller, F f) {
   f();
   Cost k;
   for (const auto &[cmd, v] : commandstats(c)) {
-    if (cmd == "config" || cmd == "info") continue;
+    if (cmd.compare(0, 6, "config") == 0 || cmd == "info") continue;
     if (cmd == caller) {
       k.us = v.second / kPairs;
       continue;
@@ -740,6 +746,52 @@ Cost cost_of(redisContext *c, const char *caller, F f) {
     k.detail += buf;
   }
   return k;
+}
+
+// The server's process id (INFO server).
+pid_t server_pid(redisContext *c) {
+  auto *r = static_cast<redisReply *>(redisCommand(c, "INFO server"));
+  long pid = 0;
+  const char *p = r && r->str ? strstr(r->str, "process_id:") : nullptr;
+  if (p) pid = strtol(p + 11, nullptr, 10);
+  if (r) freeReplyObject(r);
+  return pid_t(pid);
+}
+
+// Nanoseconds the server's main thread has run on a CPU (schedstat): what
+// a call costs the server, system calls included, without the time it
+// waited for a CPU (commandstats' usec counts that too).
+uint64_t server_cpu_ns(pid_t pid) {
+  const std::string path = "/proc/" + std::to_string(pid) + "/schedstat";
+  FILE *f = fopen(path.c_str(), "r");
+  unsigned long long ns = 0;
+  if (f) {
+    if (fscanf(f, "%llu", &ns) != 1) ns = 0;
+    fclose(f);
+  }
+  return ns;
+}
+
+// Server CPU microseconds per pair of each: two PINGs, shmsem acquire +
+// release, Lua EVALSHA + DECR.
+void server_cpu(benchmark::State &state, redisContext *c, shmsem_t *s,
+                LuaSem *lua) {
+  const pid_t pid = server_pid(c);
+  constexpr int kN = 3000;
+  auto per_pair = [&](auto f) {
+    const uint64_t t0 = server_cpu_ns(pid);
+    for (int i = 0; i < kN; i++) f();
+    return double(server_cpu_ns(pid) - t0) / 1e3 / kN;
+  };
+  const double ping = per_pair([&] { ping_ns(c, 2); });
+  const double sem = per_pair([&] {
+    shmsem_lease_t l;
+    if (shmsem_acquire(s, &l) == 0) shmsem_release(s, &l);
+  });
+  const double lu = per_pair([&] { lua->try_acquire(), lua->release(); });
+  state.counters["cpu_ping2_us"] = ping;
+  state.counters["cpu_shmsem_us"] = sem;
+  state.counters["cpu_lua_us"] = lu;
 }
 
 // kPairs acquires, then kPairs releases (a pool of kPairs permits, so
@@ -755,7 +807,7 @@ void BM_ServerCost(benchmark::State &state, Target t) {
     return;
   }
   std::vector<shmsem_lease_t> l(kPairs);
-  Cost a, r, la, lr;
+  Cost a, r, la;
   for (auto _ : state) {
     a = cost_of(c, "fcall", [&] {
       for (auto &x : l) shmsem_acquire(pool.get(), &x);
@@ -766,6 +818,7 @@ void BM_ServerCost(benchmark::State &state, Target t) {
     la = cost_of(c, "evalsha", [&] {
       for (int i = 0; i < kPairs; i++) lua.try_acquire(), lua.release();
     });
+    server_cpu(state, c, pool.get(), &lua);
   }
   state.counters["acquire_server_us"] = a.us;
   state.counters["acquire_calls"] = a.inner;

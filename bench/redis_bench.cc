@@ -621,7 +621,7 @@ struct Queue {
 // keep-alive stretched first. Microseconds per waiter, or -1.
 double enqueue(const Target &t, const Pool &pool, Queue *q) {
   for (int i = 0; i < kPipes; i++) q->cs.push_back(dial(t));
-  for (redisContext *c : q->cs)
+  for (const redisContext *c : q->cs)
     if (!c) return -1;
   q->base = "shmsem:{" + pool.pool() + "}";
   auto *r = static_cast<redisReply *>(

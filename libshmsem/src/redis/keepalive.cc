@@ -67,7 +67,11 @@ void *keepalive_main(void *arg) {
     }
     // A lease added during the period is renewed at its end: within
     // TTL/3 of its grant, as every other.
-    if (p->ka_cv.wait_for(lock, period, [p] { return p->ka_stop; })) break;
+    const auto due = std::chrono::steady_clock::now() + period;
+    while (!p->ka_stop &&
+           p->ka_cv.wait_until(lock, due) != std::cv_status::timeout) {
+    }
+    if (p->ka_stop) break;
     if (p->leases.empty()) continue;
     const std::vector<HeldLease> held = p->leases;
     lock.unlock();

@@ -4,7 +4,7 @@
 # contender, unpinned and pinned) into $SHMSEM_BENCH_PLOTS (default: bench/plots,
 # the committed ones; see RESULTS.md). Needs gnuplot (Debian gnuplot-nox).
 # Usage: bench/run.sh BUILD_DIR     (e.g. `make bench` runs bench/run.sh build)
-# Takes about two and a half minutes on 2 CPUs. Extra arguments go to the benchmark
+# Takes about three and a half minutes on 2 CPUs. Extra arguments go to the benchmark
 # binary (e.g. --benchmark_filter=Contention; the plots need BM_Contention).
 set -eu
 
@@ -74,6 +74,22 @@ done
 if [ -x "$build/tools/shmsem" ]; then
 	echo
 	"$build/bench/shmsem_status_bench" "$build/tools/shmsem" 5
+fi
+# The Redis backend against two PINGs, one round trip and a minimal Lua
+# semaphore (RESULTS.md, "Redis backend"): it starts its own redis-servers;
+# skipped, saying why, without redis-server or the binary (no hiredis).
+echo
+redis_json=${json%.json}-redis.json
+if [ ! -x "$build/bench/shmsem_redis_bench" ]; then
+	echo "Redis backend: skipped ($build/bench/shmsem_redis_bench not built)"
+elif ! command -v redis-server >/dev/null 2>&1; then
+	echo "Redis backend: skipped (no redis-server: scripts/install-deps installs it)"
+else
+	echo "Redis backend (appendfsync everysec and always; unix socket and TCP):"
+	"$build/bench/shmsem_redis_bench" --cli "$build/tools/shmsem" \
+		--benchmark_counters_tabular=true \
+		--benchmark_out="$redis_json" --benchmark_out_format=json
+	echo "raw (Redis): $redis_json"
 fi
 echo
 echo "raw: $json  log: $log"

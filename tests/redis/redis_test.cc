@@ -5,7 +5,10 @@
 // grant) it issues the functions' calls itself in that order. Waits for
 // something that takes a TTL are bounded by a deadline, never asserted
 // with a fixed sleep.
+#include <errno.h>
 #include <gtest/gtest.h>
+#include <hiredis/hiredis.h>
+#include <pthread.h>
 #include <shmsem/inspect.h>
 #include <shmsem/shmsem.h>
 #include <signal.h>
@@ -20,6 +23,7 @@
 #include <thread>
 #include <vector>
 
+#include "conn.h"
 #include "endpoint.h"
 #include "redis_server.h"
 #include "support/process.h"
@@ -449,6 +453,58 @@ TEST(RedisNames, ListAtTakesPlacesNotNames) {
   // NULL and /dev/shm: shmsem_list itself.
   EXPECT_EQ(shmsem_list_at(nullptr, nullptr, 0), shmsem_list(nullptr, 0));
   EXPECT_EQ(shmsem_list_at("/dev/shm", nullptr, 0), shmsem_list(nullptr, 0));
+}
+
+// The keep-alive renews at the end of each period, not when a lease is
+// added: a lease taken while another is held (its thread in a timed wait)
+// is renewed within that period too. Both outlive several TTLs.
+TEST_F(RedisPool, LeaseTakenWhileAnotherIsHeldIsKeptAlive) {
+  make(2, 300);
+  shmsem_lease_t a, b;
+  ASSERT_EQ(shmsem_acquire(s_, &a), 0);
+  std::this_thread::sleep_for(milliseconds(50));  // into a period
+  ASSERT_EQ(shmsem_acquire(s_, &b), 0);
+  std::this_thread::sleep_for(milliseconds(1200));  // four TTLs held
+  EXPECT_EQ(pool_stat().held, 2u);
+  EXPECT_EQ(shmsem_release(s_, &b), 0);
+  EXPECT_EQ(shmsem_release(s_, &a), 0);
+}
+
+// A request written to a connection the server has closed fails with an
+// error; it must not raise SIGPIPE, whose default action would kill the
+// caller (hiredis writes with write(2)). In a child with SIGPIPE at its
+// default disposition: the connection layer's own call on a killed
+// connection (no reconnect in the way: that is the handle's), then a
+// handle whose connections were killed, which reconnects.
+TEST_F(RedisPool, WriteToAClosedConnectionDoesNotRaiseSigpipe) {
+  make(1);
+  Children kids;
+  const pid_t pid = kids.spawn([&]() -> int {
+    signal(SIGPIPE, SIG_DFL);
+    sigset_t pipe;
+    sigemptyset(&pipe);
+    sigaddset(&pipe, SIGPIPE);
+    pthread_sigmask(SIG_UNBLOCK, &pipe, nullptr);
+    detail::Endpoint ep;
+    if (detail::parse_endpoint(name_.c_str(), &ep) != 0) return 10;
+    detail::Conn c;
+    detail::Reply r;
+    if (c.connect(ep, 2000) != 0 || c.call({"CLIENT", "ID"}, 2000, &r) != 0 ||
+        !r.get() || r.get()->type != REDIS_REPLY_INTEGER)
+      return 11;
+    const std::string id = std::to_string(r.get()->integer);
+    if (g_server->command({"CLIENT", "KILL", "ID", id}).at(0) != "1") return 12;
+    if (c.call({"PING"}, 2000, &r) != -ECOMM) return 13;
+    shmsem_t *s = nullptr;
+    if (shmsem_open(name_.c_str(), 0, &s) != 0) return 14;
+    struct shmsem_stat st;
+    if (shmsem_stat(s, &st) != 0) return 15;
+    g_server->command({"CLIENT", "KILL", "TYPE", "normal"});
+    const int e = shmsem_stat(s, &st);
+    shmsem_detach(s);
+    return e == 0 ? 0 : 16;
+  });
+  EXPECT_EQ(kids.wait(pid), 0) << "128 + 13: killed by SIGPIPE";
 }
 
 // --- crashes, pauses and restarts ------------------------------------------

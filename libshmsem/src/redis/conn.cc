@@ -4,10 +4,9 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
-#include <pthread.h>
-#include <signal.h>
 #include <hiredis/hiredis.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/time.h>
 
 namespace shmsem::detail {
@@ -27,36 +26,20 @@ bool is_string(const redisReply *e) {
          e->str;
 }
 
-// A write to a connection the server closed raises SIGPIPE (hiredis writes
-// with write(2), not send(MSG_NOSIGNAL)): the library must not kill its
-// caller with it. SIGPIPE is blocked in the calling thread around a call,
-// and one it raised is taken off the thread's pending set (unless one was
-// already pending before: that one is the caller's), as libcurl does.
-class NoSigpipe {
- public:
-  NoSigpipe() {
-    sigemptyset(&pipe_);
-    sigaddset(&pipe_, SIGPIPE);
-    sigset_t pending;
-    sigpending(&pending);
-    was_pending_ = sigismember(&pending, SIGPIPE) == 1;
-    pthread_sigmask(SIG_BLOCK, &pipe_, &old_);
+// All of `buf` on the socket. send(MSG_NOSIGNAL), not hiredis's write(2):
+// a write to a connection the server closed must fail with EPIPE, never
+// raise SIGPIPE, whose default action kills the caller. A send timeout
+// (SO_SNDTIMEO, set per call) fails it too. 0, or -1.
+int send_all(int fd, const char *buf, size_t len) {
+  while (len > 0) {
+    const ssize_t n = send(fd, buf, len, MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return -1;
+    buf += n;
+    len -= size_t(n);
   }
-  ~NoSigpipe() {
-    if (!was_pending_) {
-      const timespec zero{0, 0};
-      while (sigtimedwait(&pipe_, nullptr, &zero) == SIGPIPE) {
-      }
-    }
-    pthread_sigmask(SIG_SETMASK, &old_, nullptr);
-  }
-  NoSigpipe(const NoSigpipe &) = delete;
-  NoSigpipe &operator=(const NoSigpipe &) = delete;
-
- private:
-  sigset_t pipe_, old_;
-  bool was_pending_ = false;
-};
+  return 0;
+}
 
 }  // namespace
 
@@ -167,7 +150,6 @@ int Conn::call(const std::vector<std::string> &args, int timeout_ms,
                Reply *out) {
   out->reset(nullptr);
   if (!c_) return -ECOMM;
-  NoSigpipe no_sigpipe;
   // Two setsockopt calls: only when the timeout changes.
   if (timeout_ms != timeout_ms_) {
     if (redisSetTimeout(c_, tv_of(timeout_ms)) != REDIS_OK) {
@@ -184,8 +166,19 @@ int Conn::call(const std::vector<std::string> &args, int timeout_ms,
     argv.push_back(a.data());
     lens.push_back(a.size());
   }
-  void *r = redisCommandArgv(c_, int(argv.size()), argv.data(), lens.data());
-  if (!r || c_->err) {
+  // The request formatted and sent here; hiredis only reads the reply
+  // (its output buffer stays empty, so redisGetReply writes nothing).
+  char *req = nullptr;
+  const int len =
+      redisFormatCommandArgv(&req, int(argv.size()), argv.data(), lens.data());
+  if (len < 0 || !req) {
+    close();
+    return -ECOMM;
+  }
+  const int sent = send_all(c_->fd, req, size_t(len));
+  redisFreeCommand(req);
+  void *r = nullptr;
+  if (sent != 0 || redisGetReply(c_, &r) != REDIS_OK || !r || c_->err) {
     if (r) freeReplyObject(r);
     close();
     return -ECOMM;

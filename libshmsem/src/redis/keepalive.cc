@@ -55,6 +55,11 @@ bool renew_once(Pool *p, Conn *c, const std::vector<HeldLease> &held) {
   return true;
 }
 
+// The thread renews when a period ends, never because a lease was added:
+// an add wakes only an idle thread (no lease held), so that an acquire
+// costs no wake-up and no renewal of the leases already held (measured in
+// bench/RESULTS.md, "Redis backend": every acquire used to wake this
+// thread out of its timed wait into a renewal of every lease).
 void *keepalive_main(void *arg) {
   Pool *p = static_cast<Pool *>(arg);
   Conn c;
@@ -64,11 +69,21 @@ void *keepalive_main(void *arg) {
   std::unique_lock<std::mutex> lock(p->ka_mu);
   while (!p->ka_stop) {
     if (p->leases.empty()) {
+      p->ka_idle = true;
       p->ka_cv.wait(lock);
+      p->ka_idle = false;
       continue;
     }
-    p->ka_cv.wait_for(lock, answered ? period : retry);
-    if (p->ka_stop || p->leases.empty()) continue;
+    // A lease added during the period is renewed at its end: within
+    // TTL/3 of its grant, as every other. An unanswered renewal is tried
+    // again sooner (retry).
+    const auto due =
+        std::chrono::steady_clock::now() + (answered ? period : retry);
+    while (!p->ka_stop &&
+           p->ka_cv.wait_until(lock, due) != std::cv_status::timeout) {
+    }
+    if (p->ka_stop) break;
+    if (p->leases.empty()) continue;
     const std::vector<HeldLease> held = p->leases;
     lock.unlock();
     answered = renew_once(p, &c, held);
@@ -98,7 +113,7 @@ int keepalive_add(Pool *p, const HeldLease &l) {
     if (e < 0) return e;
   }
   p->leases.push_back(l);
-  p->ka_cv.notify_all();
+  if (p->ka_idle) p->ka_cv.notify_all();
   return 0;
 }
 

@@ -48,6 +48,7 @@ void pool_enter(Pool *p) {
     p->leases.clear();
     p->ka_running = false;
     p->ka_stop = false;
+    p->ka_idle = false;
     p->pid.store(me, std::memory_order_release);
     return;
   }

@@ -56,11 +56,12 @@ struct Pool {
   std::vector<Conn *> idle;
 
   // The keep-alive: `leases` under ka_mu; the thread wakes every ttl/3
-  // while any is held, and at once on `stop`.
+  // while any is held, and at once on `stop`; an add wakes it only when
+  // it is idle (ka_idle: no lease held, waiting without a timeout).
   std::mutex ka_mu;
   std::condition_variable ka_cv;
   std::vector<HeldLease> leases;
-  bool ka_running = false, ka_stop = false;
+  bool ka_running = false, ka_stop = false, ka_idle = false;
   pthread_t ka_thread{};
 };
 

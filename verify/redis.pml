@@ -14,8 +14,9 @@
  * asks for WTc permits, OPS times (client 1: OPS1), and releases what it
  * gets. A client may be killed at any step (MAXKILL per run), and a reply
  * may be lost on its connection after the server ran the call (MAXLOST per
- * run): a popped BLPOP message is then gone for good. Optional helpers: a
- * shutdown (SHUTDOWN) at any moment, a resize to RESIZE and back (RESIZE).
+ * run): a popped BLPOP message is then gone for good. init plays the
+ * operator: a shutdown (SHUTDOWN), a resize to RESIZE and back (RESIZE),
+ * at any moment of the clients' runs.
  *
  * Time. There is no number for it. `Clock` makes a lease's expiry pass
  * (`lx`) when nobody keeps it alive: its owner is dead, or does not know

@@ -106,11 +106,15 @@ configs=(
 	# popped grant among them), leases and tickets that expire by the clock
 	"r-n1-crash|redis.pml|-DN=1 -DMAXKILL=1 -DMAXLOST=1 -DDOUBLE_RELEASE -DRENEW|safety|pass"
 	"r-n1-pause|redis.pml|-DN=1 -DMAXPAUSE=1 -DMAXLAPSE=1 -DTIMED=2 -DDOUBLE_RELEASE -DRENEW|safety|pass"
-	"r-n2-w2|redis.pml|-DN=2 -DWT1=2 -DTIMED=4 -DCANCELS=8 -DMAXKILL=1 -DMAXLOST=1 -DSHUTDOWN|safety|pass"
+	"r-n2-w2|redis.pml|-DN=2 -DWT1=2 -DTIMED=4 -DCANCELS=8 -DMAXKILL=1 -DMAXLOST=1|safety|pass"
+	"r-n2-w2-shutdown|redis.pml|-DN=2 -DWT1=2 -DTIMED=4 -DCANCELS=8 -DMAXKILL=1 -DMAXLOST=1 -DSHUTDOWN|safety|pass"
 	"r-n1-shutdown|redis.pml|-DN=1 -DMAXKILL=1 -DMAXLOST=1 -DDOUBLE_RELEASE -DRENEW -DSHUTDOWN|safety|pass"
 	"r-n2-resize|redis.pml|-DN=2 -DWT1=2 -DRESIZE=1 -DTIMED=4 -DMAXKILL=1 -DMAXLOST=1|safety|pass"
 	"r-n2-pause|redis.pml|-DN=2 -DWT2=2 -DMAXPAUSE=1 -DMAXLAPSE=1 -DTIMED=2 -DCANCELS=8 -DDOUBLE_RELEASE|safety|pass"
 	"r-n1-ops2-crash2|redis.pml|-DN=1 -DOPS1=2 -DMAXKILL=2 -DMAXLOST=2 -DDOUBLE_RELEASE|safety|pass"
+	# a lost grant resolved (the R1 fix), a dead holder's lease reaped
+	"r-n1-lost-live|redis.pml|-DN=1 -DMAXLOST=1 -DLTL_TERMINATES|ltl|pass"
+	"r-n1-kill-live|redis.pml|-DN=1 -DMAXKILL=1 -DLTL_TERMINATES|ltl|pass"
 	"r-n1-live|redis.pml|-DN=1 -DMAXKILL=1 -DMAXLOST=1 -DLTL_TERMINATES|ltl|pass"
 	# R1 (MODEL.md, fixed): a waiter without deadline whose popped grant
 	# was lost heard "done" from wait_renew for ever; as the code had it,
@@ -134,7 +138,7 @@ quick=(
 	fast-n1-race-f1 fast-n1-p2-live
 	w-crash2 w-p2-shrink1-crash2 w-p2-w3-crash2 w-p2-drain
 	b-n1 b-n2-ops2 b-n2-nobound-ops2
-	r-n1-crash r-n1-pause r-n2-w2 r-n1-live r-n1-r1
+	r-n1-crash r-n1-pause r-n2-w2 r-n1-lost-live r-n1-kill-live r-n1-r1
 )
 
 extra=""

@@ -43,6 +43,7 @@
  *   BUG_R1     keep_place() as before the R1 fix: "done" from wait_renew
  *              only loops back to the next BLPOP (MODEL.md, Findings)
  *   LTL_TERMINATES  the liveness claim (pan -a -f): every client ends
+ *   COVER=n    fail where coverage probe n is reached (MODEL.md)
  *   MUT_SKIP_HEAD, MUT_BARGE, MUT_NO_GEN, MUT_NO_BUMP, MUT_CANCEL_DROP,
  *   MUT_NO_LOST, MUT_NO_PUMP, MUT_RENEW_NO_REAP  mutations that must make the model fail
  *              (MODEL.md)
@@ -84,6 +85,12 @@
 #ifndef MAXLAPSE
 #define MAXLAPSE 0
 #endif
+#ifndef COVER
+#define COVER 0
+#endif
+/* coverage probe n: with -DCOVER=n the run must fail there (MODEL.md) */
+#define PROBE(n) if :: COVER == n -> assert(false) :: else fi
+
 #define NC 3
 #define NI 2          /* array size for indices (N <= 2) */
 #define GMAX 8        /* generations of an index the ghosts can name */
@@ -305,6 +312,7 @@ inline pump() {
 		if
 		:: sj < qlen && AVAIL >= wn[q[sj]] ->
 			sc = q[sj];
+			if :: wn[sc] == 2 -> PROBE(8) :: else fi;
 			fifo_check(sc);
 			grant(sc, wn[sc]);
 			remove_waiter(sc);
@@ -477,6 +485,9 @@ inline resolve(me) {
 	rep = 0; ri = 0; rg = 0
 }
 
+/* probes 6, 7: a deadline or cancel that found its grant, or left */
+#define RESOLVED if :: res == R_OK -> PROBE(6) :: res == R_LEFT -> PROBE(7) :: else fi
+
 proctype Client(byte me) {
 	byte op, res;
 	bool gaveup, ended;
@@ -498,8 +509,8 @@ proctype Client(byte me) {
 		:: res == R_QUEUED ->
 			/* wait_loop() */
 			do
-			:: atomic { due[me] -> resolve(me); wait_end(me) }; break
-			:: atomic { CANCELOF(me) && !due[me] -> resolve(me); wait_end(me) }; break
+			:: atomic { due[me] -> resolve(me); RESOLVED; wait_end(me) }; break
+			:: atomic { CANCELOF(me) && !due[me] -> resolve(me); RESOLVED; wait_end(me) }; break
 			:: atomic { kills < MAXKILL -> kills++; dead[me] = 1; goto die }
 			:: atomic { !due[me] ->
 				/* block_once(): BLPOP pops the outcome, or times out */
@@ -518,7 +529,9 @@ proctype Client(byte me) {
 				:: else
 				fi;
 				if
-				:: res == R_OK || res == R_SHUT || res == R_X -> wait_end(me)
+				:: res == R_OK || res == R_SHUT || res == R_X ->
+					if :: res == R_X -> PROBE(3) :: res == R_SHUT -> PROBE(4) :: else fi;
+					wait_end(me)
 				:: else
 				fi
 			   };
@@ -538,7 +551,10 @@ proctype Client(byte me) {
 #ifndef BUG_R1
 						/* "done": the outcome is in the mailbox or was
 						 * lost with a BLPOP's reply; cancel takes it */
-						:: res == R_DONE -> resolve(me); wait_end(me); ended = 1
+						:: res == R_DONE ->
+							resolve(me);
+							if :: res == R_OK -> PROBE(1) :: res == R_EXP -> PROBE(2) :: else fi;
+							wait_end(me); ended = 1
 #endif
 						:: else
 						fi
@@ -569,6 +585,7 @@ proctype Client(byte me) {
 #endif
 			atomic {
 				f_release(me, cidx[me], cgen[me]);
+				if :: rep == R_EXP -> PROBE(5) :: else fi;
 				res = rep; rep = 0;
 				LOSE(res);
 				chold[me] = 0
@@ -578,6 +595,7 @@ proctype Client(byte me) {
 			atomic {
 				f_release(me, cidx[me], cgen[me]);
 				assert(rep != R_OK);
+				if :: rep == R_ALREADY -> PROBE(10) :: else fi;
 				rep = 0
 			};
 #endif
@@ -645,7 +663,10 @@ inline f_set_permits(p) {
 inline final() {
 	sc = 0;
 	do
-	:: sc < N -> assert(lgen[sc] == 0 || !KEPT(sc)); lx[sc] = 1; sc++
+	:: sc < N ->
+		assert(lgen[sc] == 0 || !KEPT(sc));
+		if :: lgen[sc] != 0 -> PROBE(9) :: else fi;
+		lx[sc] = 1; sc++
 	:: else -> break
 	od;
 	sc = 1;

@@ -586,6 +586,56 @@ TEST_F(RedisPool, DeadWaiterLeavesTheQueue) {
   EXPECT_EQ(pool_stat().available, 1u);
 }
 
+// R1 (verify/MODEL.md): a waiter without deadline whose grant was popped
+// but never reached it (its connection killed between the BLPOP's pop and
+// its reply) heard "done" from wait_renew for ever. The loss is made real:
+// the release that grants the waiter and an LPOP of its mailbox run in one
+// MULTI, so the server serves the waiter's BLPOP only after the message is
+// gone. The wait must end (-ECOMM), and the lost lease, never renewed,
+// expires within its TTL.
+TEST_F(RedisPool, LostGrantMessageIsResolvedNotLoopedOn) {
+  make(1, 600);
+  shmsem_lease_t held;
+  ASSERT_EQ(shmsem_acquire(s_, &held), 0);
+  Children kids;
+  const pid_t child = kids.spawn([&] {
+    shmsem_lease_t l;
+    const int r = shmsem_acquire(s_, &l);
+    return r == -ECOMM ? 0 : 10 + (-r % 100);
+  });
+  ASSERT_TRUE(await_waiting(1));
+  const std::string base = "shmsem:{" + pool_ + "}";
+  const std::string id = g_server->command({"HGET", base, "id"}).at(0);
+  const std::string t =
+      g_server->command({"ZRANGE", base + ":q", "0", "0"}).at(0);
+  redisContext *c = redisConnectUnix(g_server->socket_path().c_str());
+  ASSERT_TRUE(c && !c->err);
+  const std::string idx = std::to_string(held.index);
+  const std::string gen = std::to_string(held.gen);
+  const std::string mb = base + ":mb:" + t;
+  redisAppendCommand(c, "MULTI");
+  redisAppendCommand(c, "FCALL shmsem_release 1 %s %s %s %s", base.c_str(),
+                     id.c_str(), idx.c_str(), gen.c_str());
+  redisAppendCommand(c, "LPOP %s", mb.c_str());
+  redisAppendCommand(c, "EXEC");
+  redisReply *r = nullptr;
+  for (int i = 0; i < 4; i++) {
+    if (r) freeReplyObject(r);
+    ASSERT_EQ(redisGetReply(c, reinterpret_cast<void **>(&r)), REDIS_OK);
+  }
+  ASSERT_TRUE(r && r->type == REDIS_REPLY_ARRAY && r->elements == 2);
+  ASSERT_EQ(r->element[1]->type, REDIS_REPLY_STRING);
+  EXPECT_EQ(std::string(r->element[1]->str, 2), "G ");  // the lost grant
+  freeReplyObject(r);
+  redisFree(c);
+  EXPECT_EQ(kids.wait(child, std::chrono::seconds(20)), 0);
+  EXPECT_EQ(pool_stat().waiting, 0u);
+  shmsem_lease_t l;  // the lost lease expires unrenewed: the permit is back
+  ASSERT_EQ(shmsem_acquire_for(s_, 10000000000ull, &l), 0);
+  EXPECT_EQ(shmsem_release(s_, &l), 0);
+  EXPECT_EQ(shmsem_check(s_), 0);
+}
+
 TEST_F(RedisPool, ServerRestartFromAofKeepsState) {
   make(2);
   shmsem_lease_t l;

@@ -162,15 +162,24 @@ int block_once(Wait &w, Conn *c, uint64_t ms, std::string *msg) {
 }
 
 // Between two BLPOPs: renew the place, and when the head's token is due
-// (`due`), ask for the grant; 0 still queued (or done: the mailbox has the
-// outcome), or an error.
-int keep_place(Wait &w, bool due = false) {
+// (`due`), ask for the grant; 0 still queued, 1 when the wait is over (the
+// lease, or an error, in *out), or an error.
+int keep_place(Wait &w, bool due, shmsem_lease_t *lease, int *out) {
   Reply r;
   const int e = pool_call(w.p, "shmsem_wait_renew",
                           {std::to_string(w.ticket), due ? "1" : "0"}, &r);
   if (e < 0) return e;
   const std::string st = r.status();
-  return st == "queued" || st == "done" ? 0 : status_errno(st);
+  if (st == "queued") return 0;
+  if (st != "done") return status_errno(st);
+  // Not queued: the outcome is in the mailbox, or a BLPOP popped it and
+  // its reply was lost with the connection; no message comes after it
+  // (R1, verify/MODEL.md). shmsem_cancel takes what is there in one step
+  // and deletes the mailbox: the grant, or "expired" when it was lost
+  // (-ECOMM: that lease is never renewed and expires within its TTL).
+  *out = resolve(w.p, w.ticket, "cancel", lease, 0);
+  if (*out == -ECANCELED) *out = -ECOMM;
+  return 1;
 }
 
 int wait_loop(Wait &w, Conn *c, shmsem_lease_t *lease) {
@@ -195,7 +204,9 @@ int wait_loop(Wait &w, Conn *c, shmsem_lease_t *lease) {
     if (got < 0 && !w.deadline && ++failures >= kMaxFailures) return got;
     if (got < 0) continue;  // the deadline bounds the retries
     failures = 0;
-    const int e = keep_place(w, due);
+    int out = 0;
+    const int e = keep_place(w, due, lease, &out);
+    if (e == 1) return out;
     if (e == -ECOMM && w.deadline) continue;
     if (e < 0) return e;
   }

@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 #include <poll.h>
 #include <shmsem/shmsem.h>
+#include <stdio.h>
+#include <string.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -37,11 +39,21 @@ bool readable(int fd, int timeout_ms) {
   return poll(&p, 1, timeout_ms) == 1 && (p.revents & POLLIN);
 }
 
+// The eventfds open in this process: a notifier's one descriptor. Not
+// every descriptor: the death watch's helper thread opens a pidfd and
+// closes it once its poll is submitted, at a moment no test controls
+// (deathwatch.h); counting all of them failed under load.
 int open_fds() {
   DIR *d = opendir("/proc/self/fd");
   if (!d) return -1;
   int n = 0;
-  while (readdir(d)) n++;
+  while (const dirent *e = readdir(d)) {
+    char path[300], target[64] = {};
+    snprintf(path, sizeof path, "/proc/self/fd/%s", e->d_name);
+    if (readlink(path, target, sizeof target - 1) > 0 &&
+        strcmp(target, "anon_inode:[eventfd]") == 0)
+      n++;
+  }
   closedir(d);
   return n;
 }
@@ -448,7 +460,7 @@ TEST(Notifier, DestroyWithWaitersAddedLeaksNothing) {
   shmsem_lease_t held, l;
   ASSERT_EQ(shmsem_acquire(s, &held), 0);
   const int fds = open_fds();
-  ASSERT_GT(fds, 0);
+  ASSERT_GE(fds, 0);
   shmsem_notifier_t *n = nullptr;
   ASSERT_EQ(shmsem_notifier_create(&n), 0);
   EXPECT_EQ(open_fds(), fds + 1) << "one eventfd";

@@ -1,0 +1,229 @@
+// The Redis backend against a hostile co-user of its server and a broken
+// network, through the public API only (plus direct commands to the
+// server). The promise (docs/REDIS.md, "Safety envelope"): a co-user who
+// can write the pool's keys may deny service, bounded by the caller's
+// deadline, but never crash the caller, hang it past its deadline, or
+// make it believe it holds a lease it does not; errors are clear.
+#include <errno.h>
+#include <gtest/gtest.h>
+#include <pthread.h>
+#include <shmsem/inspect.h>
+#include <shmsem/shmsem.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "redis_server.h"
+
+namespace shmsem::test {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+RedisServer *g_server = nullptr;
+
+class Env : public ::testing::Environment {
+ public:
+  void SetUp() override {
+    g_server = new RedisServer;
+    if (!g_server->start()) {
+      fprintf(stderr, "redis-server: %s\n", g_server->error().c_str());
+      delete g_server;
+      g_server = nullptr;
+    }
+  }
+  void TearDown() override {
+    delete g_server;
+    g_server = nullptr;
+  }
+};
+const auto *g_env = ::testing::AddGlobalTestEnvironment(new Env);
+
+// A pool on the test server, unlinked at the end; `base_` its hash.
+class Hostile : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!g_server) GTEST_SKIP() << "redis-server could not be started";
+    if (!g_server->running() && !g_server->start())
+      GTEST_SKIP() << "redis-server: " << g_server->error();
+    g_server->resume();
+    pool_ = unique_pool("adv");
+    name_ = g_server->unix_name(pool_);
+    base_ = "shmsem:{" + pool_ + "}";
+  }
+  void TearDown() override {
+    if (g_server) g_server->resume();
+    if (s_) shmsem_detach(s_);
+    if (g_server && g_server->running()) shmsem_unlink(name_.c_str());
+  }
+  void make(uint32_t permits, uint32_t ttl_ms = 0) {
+    shmsem_config cfg{};
+    cfg.permits = permits;
+    cfg.lease_ttl_ms = ttl_ms;
+    ASSERT_EQ(shmsem_create(name_.c_str(), &cfg, SHMSEM_EXCL, &s_), 0);
+  }
+  // The first queued ticket, once one queues (bounded wait); "" if none.
+  std::string await_ticket() {
+    const auto until = Clock::now() + std::chrono::seconds(10);
+    while (Clock::now() < until) {
+      std::vector<std::string> q =
+          g_server->command({"ZRANGE", base_ + ":q", "0", "0"});
+      if (!q.empty()) return q[0];
+      std::this_thread::sleep_for(milliseconds(2));
+    }
+    return "";
+  }
+
+  std::string pool_, name_, base_;
+  shmsem_t *s_ = nullptr;
+};
+
+// Another co-user pushes a grant message into a queued waiter's mailbox
+// naming the lease somebody else holds. The waiter must not take it as
+// its own: with one permit that would be two holders.
+//
+// Fails today: take_message (acquire.cc) accepts any "G idx gen seq n"
+// that is in range. A fix needs the server to vouch for the grant: the
+// lease record keeps the ticket it was granted to (grant() in shmsem.lua,
+// LIBRARY_VERSION bumped) and a popped "G" is confirmed by one call
+// (e.g. shmsem_lease with the ticket: 'held' only for that ticket's
+// record) before the caller hears 0; a forged one is dropped and the wait
+// goes on. The real message can also carry a per-grant nonce the waiter
+// checks against the record.
+TEST_F(Hostile, DISABLED_ForgedGrantInMailboxIsNotALease) {
+  make(1);
+  shmsem_lease_t held;
+  ASSERT_EQ(shmsem_acquire(s_, &held), 0);
+  std::atomic<int> result{1};
+  shmsem_lease_t got{};
+  std::thread waiter(
+      [&] { result = shmsem_acquire_for(s_, 1500000000, &got); });
+  const std::string t = await_ticket();
+  ASSERT_FALSE(t.empty());
+  const std::string forged = "G " + std::to_string(held.index) + " " +
+                             std::to_string(held.gen) + " 1 1";
+  g_server->command({"LPUSH", base_ + ":mb:" + t, forged});
+  waiter.join();
+  EXPECT_NE(result.load(), 0) << "a forged grant was taken as a lease";
+  if (result.load() == 0) shmsem_release(s_, &got);
+  EXPECT_EQ(shmsem_release(s_, &held), 0);
+}
+
+// Forged rate messages ("R" with a huge, a negative or a garbage delay)
+// cannot keep a waiter past its deadline.
+TEST_F(Hostile, ForgedRateMessageDoesNotOutliveTheDeadline) {
+  make(1);
+  shmsem_lease_t held, l;
+  ASSERT_EQ(shmsem_acquire(s_, &held), 0);
+  for (const char *m : {"R 99999999999999999999999", "R 999999999999999999",
+                        "R -5", "R abc", "G 0 0 0 0", "G 99 1 1 1", "junk"}) {
+    std::atomic<int> result{1};
+    const auto t0 = Clock::now();
+    std::thread waiter([&] { result = shmsem_acquire_for(s_, 400000000, &l); });
+    const std::string t = await_ticket();
+    ASSERT_FALSE(t.empty());
+    g_server->command({"LPUSH", base_ + ":mb:" + t, m});
+    waiter.join();
+    EXPECT_LT(Clock::now() - t0, milliseconds(1500)) << m;
+    EXPECT_NE(result.load(), 0) << m;
+    EXPECT_LT(result.load(), 0) << m;
+    // Whatever happened, the waiter is not left queued behind the holder
+    // for longer than its waiter TTL; remove it to start clean.
+    g_server->command({"DEL", base_ + ":q"});
+  }
+  EXPECT_EQ(shmsem_release(s_, &held), 0);
+}
+
+// Counters scribbled over (huge, negative, not numbers): every call ends
+// with an errno or a lease whose index is in range, and never crashes.
+TEST_F(Hostile, ScribbledCountersFailCleanly) {
+  make(2);
+  for (const char *field : {"held", "permits", "max_permits", "seq", "ticket",
+                            "ttl_ms", "wttl_ms", "max_waiters"}) {
+    for (const char *v : {"-99999999999999999999", "99999999999999999999",
+                          "abc", "-1", "1e300", "nan"}) {
+      g_server->command({"HSET", base_, field, v});
+      shmsem_lease_t l{};
+      const int r = shmsem_try_acquire(s_, &l);
+      if (r == 0) {
+        EXPECT_LT(l.index, 2u) << field << "=" << v;
+        shmsem_release(s_, &l);
+      }
+      struct shmsem_stat st {};
+      shmsem_stat(s_, &st);
+      shmsem_check(s_);
+    }
+  }
+  SUCCEED();
+}
+
+volatile sig_atomic_t g_signals = 0;
+void on_signal(int) { g_signals = g_signals + 1; }
+
+// A process that takes signals often (a profiler's SIGPROF, a timer) while
+// the server does not answer: each signal interrupts the receive; the
+// call must still end by its deadline, not restart its socket timeout.
+//
+// Failed before: hiredis's redisGetReply retries a recv that failed with
+// EINTR, and SO_RCVTIMEO starts again each time, so signals every 20 ms
+// kept a 300 ms acquire blocked for as long as they came.
+TEST_F(Hostile, SignalsDuringAPausedServerDoNotExtendTheDeadline) {
+  make(1, 1000);
+  shmsem_lease_t held, l;
+  ASSERT_EQ(shmsem_acquire(s_, &held), 0);
+  struct sigaction sa {
+  }, old{};
+  sa.sa_handler = on_signal;  // no SA_RESTART: recv fails with EINTR
+  sigemptyset(&sa.sa_mask);
+  ASSERT_EQ(sigaction(SIGUSR1, &sa, &old), 0);
+  g_server->pause();
+  std::atomic<bool> done{false};
+  std::atomic<int> result{1};
+  const auto t0 = Clock::now();
+  std::thread waiter([&] {
+    result = shmsem_acquire_for(s_, 300000000, &l);
+    done = true;
+  });
+  const pthread_t th = waiter.native_handle();
+  while (!done && Clock::now() - t0 < std::chrono::seconds(6)) {
+    pthread_kill(th, SIGUSR1);
+    std::this_thread::sleep_for(milliseconds(20));
+  }
+  const auto took = Clock::now() - t0;
+  waiter.join();
+  g_server->resume();
+  sigaction(SIGUSR1, &old, nullptr);
+  EXPECT_TRUE(result == -ETIMEDOUT || result == -ECOMM) << result;
+  EXPECT_LT(took, milliseconds(2500));
+  EXPECT_GT(g_signals, 0);
+}
+
+// Names that are not servers: clear errors, at once.
+TEST(HostileNames, OddNamesFailClearly) {
+  shmsem_t *s = nullptr;
+  const std::string long_host = "redis://" + std::string(5000, 'h') + "/p";
+  EXPECT_EQ(shmsem_open(long_host.c_str(), 0, &s), -EINVAL);
+  const std::string long_path =
+      "redis+unix:///" + std::string(5000, 'd') + "?pool=p";
+  const int r = shmsem_open(long_path.c_str(), 0, &s);
+  EXPECT_TRUE(r == -EINVAL || r == -ECOMM) << r;
+  // A path that is a file, not a socket; a directory.
+  EXPECT_EQ(shmsem_open("redis+unix:///etc/passwd?pool=p", 0, &s), -ECOMM);
+  EXPECT_EQ(shmsem_open("redis+unix:///tmp?pool=p", 0, &s), -ECOMM);
+  EXPECT_EQ(shmsem_open("redis://127.0.0.1:1/p", 0, &s), -ECOMM);
+  EXPECT_EQ(shmsem_open("redis://h/p%00q", 0, &s), -EINVAL);
+  EXPECT_EQ(shmsem_open("redis://h/p q", 0, &s), -EINVAL);
+  EXPECT_EQ(s, nullptr);
+}
+
+}  // namespace
+}  // namespace shmsem::test

@@ -166,6 +166,30 @@ TEST_F(Hostile, ScribbledCountersFailCleanly) {
   SUCCEED();
 }
 
+// The largest geometry a remote pool takes: 2^16 permits, all taken as
+// one lease, released, and a single permit after. Each is one function
+// run on the server that must answer within a call's timeout.
+//
+// Failed before: create took SHMSEM_MAX_PERMITS (2^20), and already 2^18
+// missed the timeout: -ECOMM for a create (or an acquire of all) that the
+// server made. A larger capacity is now -EINVAL, at once.
+TEST_F(Hostile, LargestGeometryAnswersWithinTheCallTimeout) {
+  shmsem_config cfg{};
+  cfg.permits = SHMSEM_MAX_PERMITS;
+  shmsem_t *big = nullptr;
+  EXPECT_EQ(shmsem_create(name_.c_str(), &cfg, SHMSEM_EXCL, &big), -EINVAL);
+  cfg.permits = 1u << 16;
+  cfg.max_waiters = SHMSEM_MAX_WAITERS;
+  ASSERT_EQ(shmsem_create(name_.c_str(), &cfg, SHMSEM_EXCL, &s_), 0);
+  shmsem_lease_t all, one;
+  ASSERT_EQ(shmsem_acquire_n(s_, cfg.permits, &all), 0);
+  EXPECT_EQ(shmsem_try_acquire(s_, &one), -EAGAIN);
+  ASSERT_EQ(shmsem_release(s_, &all), 0);
+  ASSERT_EQ(shmsem_acquire(s_, &one), 0);
+  EXPECT_EQ(shmsem_release(s_, &one), 0);
+  EXPECT_EQ(shmsem_check(s_), 0);
+}
+
 volatile sig_atomic_t g_signals = 0;
 void on_signal(int) { g_signals = g_signals + 1; }
 

@@ -83,6 +83,12 @@ class Hostile : public ::testing::Test {
     return "";
   }
 
+  // Ticket t's mailbox (shmsem.lua: base:mb:ID:T).
+  std::string mailbox(const std::string &t) {
+    const std::string id = g_server->command({"HGET", base_, "id"}).at(0);
+    return base_ + ":mb:" + id + ":" + t;
+  }
+
   std::string pool_, name_, base_;
   shmsem_t *s_ = nullptr;
 };
@@ -111,11 +117,51 @@ TEST_F(Hostile, DISABLED_ForgedGrantInMailboxIsNotALease) {
   ASSERT_FALSE(t.empty());
   const std::string forged = "G " + std::to_string(held.index) + " " +
                              std::to_string(held.gen) + " 1 1";
-  g_server->command({"LPUSH", base_ + ":mb:" + t, forged});
+  g_server->command({"LPUSH", mailbox(t), forged});
   waiter.join();
   EXPECT_NE(result.load(), 0) << "a forged grant was taken as a lease";
   if (result.load() == 0) shmsem_release(s_, &got);
   EXPECT_EQ(shmsem_release(s_, &held), 0);
+}
+
+// A pool unlinked and created anew under its name starts its tickets at 1
+// again. A waiter of the old pool still blocked in BLPOP on its mailbox
+// (ticket 1) must not pop the grant the new pool posts to its own ticket
+// 1: it would return a lease of a pool that is gone, for an index the new
+// pool's waiter holds, while that waiter loses its grant.
+TEST_F(Hostile, RecreatedPoolsGrantDoesNotReachAnOldWaiter) {
+  make(1);
+  shmsem_lease_t held;
+  ASSERT_EQ(shmsem_acquire(s_, &held), 0);
+  shmsem_t *old_h = nullptr;
+  ASSERT_EQ(shmsem_open(name_.c_str(), 0, &old_h), 0);
+  std::atomic<int> result{1};
+  shmsem_lease_t got{};
+  std::thread waiter(
+      [&] { result = shmsem_acquire_for(old_h, 3000000000ull, &got); });
+  ASSERT_EQ(await_ticket(), "1");
+  ASSERT_EQ(shmsem_unlink(name_.c_str()), 0);
+  shmsem_t *fresh = nullptr;
+  shmsem_config cfg{};
+  cfg.permits = 1;
+  ASSERT_EQ(shmsem_create(name_.c_str(), &cfg, SHMSEM_EXCL, &fresh), 0);
+  shmsem_lease_t held2;
+  ASSERT_EQ(shmsem_acquire(fresh, &held2), 0);
+  // The new pool's first waiter, by hand: ticket 1 again.
+  const std::string id = g_server->command({"HGET", base_, "id"}).at(0);
+  std::vector<std::string> q = g_server->command(
+      {"FCALL", "shmsem_acquire", "1", base_, id, "1", "1", "1"});
+  ASSERT_EQ(q.at(0), "queued");
+  ASSERT_EQ(q.at(1), "1");
+  ASSERT_EQ(shmsem_release(fresh, &held2), 0);  // grants the new ticket 1
+  waiter.join();
+  EXPECT_NE(result.load(), 0) << "an old pool's waiter took a new grant";
+  // The new pool's waiter still finds its grant.
+  std::vector<std::string> c = g_server->command(
+      {"FCALL", "shmsem_cancel", "1", base_, id, "1", "cancel"});
+  EXPECT_EQ(c.at(0), "granted");
+  shmsem_detach(old_h);
+  shmsem_detach(fresh);
 }
 
 // Forged rate messages ("R" with a huge, a negative or a garbage delay)
@@ -131,7 +177,7 @@ TEST_F(Hostile, ForgedRateMessageDoesNotOutliveTheDeadline) {
     std::thread waiter([&] { result = shmsem_acquire_for(s_, 400000000, &l); });
     const std::string t = await_ticket();
     ASSERT_FALSE(t.empty());
-    g_server->command({"LPUSH", base_ + ":mb:" + t, m});
+    g_server->command({"LPUSH", mailbox(t), m});
     waiter.join();
     EXPECT_LT(Clock::now() - t0, milliseconds(1500)) << m;
     EXPECT_NE(result.load(), 0) << m;

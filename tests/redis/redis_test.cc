@@ -612,7 +612,7 @@ TEST_F(RedisPool, LostGrantMessageIsResolvedNotLoopedOn) {
   ASSERT_TRUE(c && !c->err);
   const std::string idx = std::to_string(held.index);
   const std::string gen = std::to_string(held.gen);
-  const std::string mb = base + ":mb:" + t;
+  const std::string mb = base + ":mb:" + id + ":" + t;
   redisAppendCommand(c, "MULTI");
   redisAppendCommand(c, "FCALL shmsem_release 1 %s %s %s %s", base.c_str(),
                      id.c_str(), idx.c_str(), gen.c_str());

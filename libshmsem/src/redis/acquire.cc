@@ -256,7 +256,9 @@ int acquire_enqueue(shmsem_t *s, uint32_t n, const timespec *deadline,
 }
 
 int wait_queued(Wait &w, shmsem_lease_t *lease) {
-  w.key = w.p->base + ":mb:" + std::to_string(w.ticket);
+  // The pool's identity in the key: a pool created anew under the name
+  // numbers its tickets from 1 again (shmsem.lua, base:mb:ID:T).
+  w.key = w.p->base + ":mb:" + w.p->id + ":" + std::to_string(w.ticket);
   Conn *c = waiter_conn(w.p);
   if (!c) return resolve(w.p, w.ticket, "cancel", lease, 0) == 0 ? 0 : -ECOMM;
   const int e = wait_loop(w, c, lease);

@@ -236,6 +236,115 @@ TEST_F(Hostile, LargestGeometryAnswersWithinTheCallTimeout) {
   EXPECT_EQ(shmsem_check(s_), 0);
 }
 
+// The pool's hash deleted, the library flushed, or replaced by a newer
+// version while a waiter is queued: the wait ends by its deadline with a
+// clear error (-EIDRM, -EPROTO, -ETIMEDOUT), never 0.
+TEST_F(Hostile, PoolOrLibraryPulledAwayMidWaitEndsByTheDeadline) {
+  const std::string newer =
+      "#!lua name=shmsem\nredis.register_function('shmsem_version', "
+      "function() return 999 end)";
+  const std::vector<std::vector<std::string>> attacks = {
+      {"DEL", base_},
+      {"FUNCTION", "FLUSH"},
+      {"FUNCTION", "LOAD", "REPLACE", newer},
+      {"HSET", base_, "id", "0123456789abcdef"},
+  };
+  for (const auto &attack : attacks) {
+    shmsem_t *h = nullptr;
+    shmsem_config cfg{};
+    cfg.permits = 1;
+    ASSERT_EQ(shmsem_create(name_.c_str(), &cfg, 0, &h), 0) << attack[0];
+    shmsem_lease_t held, l;
+    ASSERT_EQ(shmsem_acquire(h, &held), 0);
+    std::atomic<int> result{1};
+    const auto t0 = Clock::now();
+    std::thread waiter([&] { result = shmsem_acquire_for(h, 1500000000, &l); });
+    ASSERT_FALSE(await_ticket().empty());
+    g_server->command(attack);
+    waiter.join();
+    EXPECT_LT(Clock::now() - t0, milliseconds(3000)) << attack[0];
+    EXPECT_LT(result.load(), 0) << attack[0] << " " << attack[1];
+    fprintf(
+        stderr, "%s %s: %d after %lld ms\n", attack[0].c_str(),
+        attack[1].c_str(), result.load(),
+        (long long)std::chrono::duration_cast<milliseconds>(Clock::now() - t0)
+            .count());
+    g_server->command({"FUNCTION", "FLUSH"});  // ours is loaded again
+    shmsem_detach(h);
+    shmsem_unlink(name_.c_str());
+  }
+}
+
+// The pool's hash gone (DEL by a co-user, or evicted) while its other
+// keys stay: a pool created anew under the name starts empty, not behind
+// the old pool's queue and leases (a ghost waiter at its head took the
+// new pool's permit for a whole TTL, and the new tickets, from 1 again,
+// merged with the ghosts').
+TEST_F(Hostile, CreateAfterTheHashVanishedStartsClean) {
+  make(1);
+  shmsem_lease_t held, l;
+  ASSERT_EQ(shmsem_acquire(s_, &held), 0);
+  const std::string id = g_server->command({"HGET", base_, "id"}).at(0);
+  ASSERT_EQ(
+      g_server
+          ->command({"FCALL", "shmsem_acquire", "1", base_, id, "1", "1", "1"})
+          .at(0),
+      "queued");
+  g_server->command({"DEL", base_});
+  shmsem_detach(s_);
+  s_ = nullptr;
+  make(1);
+  EXPECT_EQ(shmsem_try_acquire(s_, &l), 0);
+  struct shmsem_stat st {};
+  ASSERT_EQ(shmsem_stat(s_, &st), 0);
+  EXPECT_EQ(st.waiting, 0u);
+  EXPECT_EQ(st.held, 1u);
+  EXPECT_EQ(shmsem_check(s_), 0);
+}
+
+// Threads sharing one handle, taking and giving back permits (some
+// released by another thread than the one that took them): never more
+// holders than permits, and the pool checks clean after.
+TEST_F(Hostile, ThreadsSharingAHandleNeverExceedThePermits) {
+  make(2, 2000);
+  std::atomic<int> holding{0}, most{0}, errors{0};
+  std::vector<shmsem_lease_t> handoff(64);
+  std::atomic<int> next{0};
+  auto body = [&](int id) {
+    const auto until = Clock::now() + milliseconds(1500);
+    while (Clock::now() < until) {
+      shmsem_lease_t l;
+      const int r = shmsem_acquire_for(s_, 200000000, &l);
+      if (r == -ETIMEDOUT) continue;
+      if (r != 0) {
+        errors++;
+        continue;
+      }
+      const int now = ++holding;
+      int m = most.load();
+      while (now > m && !most.compare_exchange_weak(m, now)) {
+      }
+      holding--;
+      if (id % 2 == 0 && shmsem_release(s_, &l) != 0) errors++;
+      if (id % 2 == 1) {
+        // Handed to another thread, which releases it.
+        std::thread([&, l]() mutable {
+          if (shmsem_release(s_, &l) != 0) errors++;
+        }).join();
+      }
+    }
+  };
+  std::vector<std::thread> ts;
+  for (int i = 0; i < 4; i++) ts.emplace_back(body, i);
+  for (auto &t : ts) t.join();
+  EXPECT_LE(most.load(), 2);
+  EXPECT_EQ(errors.load(), 0);
+  EXPECT_EQ(shmsem_check(s_), 0);
+  struct shmsem_stat st {};
+  ASSERT_EQ(shmsem_stat(s_, &st), 0);
+  EXPECT_EQ(st.held, 0u);
+}
+
 volatile sig_atomic_t g_signals = 0;
 void on_signal(int) { g_signals = g_signals + 1; }
 

@@ -343,6 +343,10 @@ local function f_create(keys, args)
   if maxw == 0 then maxw = 1024 end
   local cap = args[2]
   if cap == '0' then cap = args[3] end
+  -- The hash alone may have gone (a DEL, an eviction): an old pool's
+  -- queue and leases must not haunt the new one (its tickets start at 1
+  -- again). Generations stay: they only grow.
+  redis.call('DEL', k.q, k.wn, k.wi, k.wexp, k.free, k.l, k.lexp, k.lost)
   redis.call('HSET', k.base, 'id', args[1], 'permits', cap,
              'created_permits', args[2], 'max_permits', maxp,
              'max_waiters', maxw, 'ttl_ms', args[5], 'wttl_ms', args[6],

@@ -14,6 +14,9 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 
 #include <atomic>
 #include <chrono>
@@ -384,6 +387,51 @@ TEST_F(Hostile, SignalsDuringAPausedServerDoNotExtendTheDeadline) {
   EXPECT_TRUE(result == -ETIMEDOUT || result == -ECOMM) << result;
   EXPECT_LT(took, milliseconds(2500));
   EXPECT_GT(g_signals, 0);
+}
+
+// A "server" on the port that answers one byte at a time, each within the
+// socket's timeout but never finishing its reply: the call still ends
+// within its own timeout (at most 5 s), -ECOMM.
+//
+// Failed before: SO_RCVTIMEO bounds each recv, not the call, so the
+// open waited for as long as the bytes kept coming (over 60 s here).
+TEST(HostileNames, DrippingServerCannotHoldACallPastItsTimeout) {
+  const int ls = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  ASSERT_GE(ls, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  ASSERT_EQ(bind(ls, reinterpret_cast<sockaddr *>(&a), len), 0);
+  ASSERT_EQ(listen(ls, 4), 0);
+  ASSERT_EQ(getsockname(ls, reinterpret_cast<sockaddr *>(&a), &len), 0);
+  std::atomic<bool> stop{false};
+  std::thread server([&] {
+    const int c = accept(ls, nullptr, nullptr);
+    if (c < 0) return;
+    char buf[4096];
+    if (recv(c, buf, sizeof buf, 0) > 0 &&
+        send(c, "$100000\r\n", 9, MSG_NOSIGNAL) == 9)
+      while (!stop && send(c, "x", 1, MSG_NOSIGNAL) == 1)
+        std::this_thread::sleep_for(milliseconds(200));
+    close(c);
+  });
+  const std::string name =
+      "redis://127.0.0.1:" + std::to_string(ntohs(a.sin_port)) + "/p";
+  shmsem_t *s = nullptr;
+  std::atomic<int> r{1};
+  const auto t0 = Clock::now();
+  std::thread opener([&] { r = shmsem_open(name.c_str(), 0, &s); });
+  while (r == 1 && Clock::now() - t0 < std::chrono::seconds(20))
+    std::this_thread::sleep_for(milliseconds(10));
+  const auto took = Clock::now() - t0;
+  stop = true;
+  shutdown(ls, SHUT_RDWR);
+  opener.join();
+  server.join();
+  close(ls);
+  EXPECT_EQ(r.load(), -ECOMM);
+  EXPECT_LT(took, milliseconds(6000));
 }
 
 // Names that are not servers: clear errors, at once.

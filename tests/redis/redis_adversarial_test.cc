@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "redis_server.h"
+#include "support/process.h"
 
 namespace shmsem::test {
 namespace {
@@ -386,6 +387,38 @@ TEST_F(Hostile, ScribbledQueueAndLeasesDenyServiceOnlyUntilTheDeadline) {
     shmsem_stat(s_, &st);
     shmsem_check(s_);
   }
+}
+
+// A fork while another thread of the parent is inside a call (its lock
+// held, the server paused): the child's first call on the inherited
+// handle does not wait for that lock, and works once the server answers.
+TEST_F(Hostile, ForkDuringACallOfAnotherThreadDoesNotDeadlockTheChild) {
+  make(2, 1000);
+  shmsem_lease_t held;
+  ASSERT_EQ(shmsem_acquire(s_, &held), 0);
+  g_server->pause();
+  std::atomic<bool> in_call{false};
+  std::thread caller([&] {
+    in_call = true;
+    struct shmsem_stat st {};
+    shmsem_stat(s_, &st);  // blocks on the paused server, lock held
+  });
+  while (!in_call) std::this_thread::sleep_for(milliseconds(1));
+  std::this_thread::sleep_for(milliseconds(50));  // let it send the call
+  Children kids;
+  const pid_t child = kids.spawn([&] {
+    const auto until = Clock::now() + std::chrono::seconds(10);
+    shmsem_lease_t l;
+    int r = -ECOMM;
+    while (r == -ECOMM && Clock::now() < until) r = shmsem_try_acquire(s_, &l);
+    if (r != 0) return 10;
+    return shmsem_release(s_, &l) == 0 ? 0 : 11;
+  });
+  std::this_thread::sleep_for(milliseconds(200));
+  g_server->resume();
+  caller.join();
+  EXPECT_EQ(kids.wait(child, std::chrono::seconds(20)), 0);
+  EXPECT_EQ(shmsem_release(s_, &held), 0);
 }
 
 // The thread's CPU time (ns).

@@ -241,7 +241,8 @@ TEST_F(RatePool, CancelSkipsTheRateMessage) {
   take_token();
   std::vector<std::string> q = fcall("shmsem_acquire", {"1", "1", "1"});
   ASSERT_EQ(q.at(0), "queued");
-  const std::string mb = base_ + ":mb:" + q.at(1);
+  const std::string id = g_server->command({"HGET", base_, "id"}).at(0);
+  const std::string mb = base_ + ":mb:" + id + ":" + q.at(1);
   std::vector<std::string> m = g_server->command({"LRANGE", mb, "0", "-1"});
   ASSERT_EQ(m.size(), 1u);
   EXPECT_EQ(m[0].substr(0, 2), "R ");
@@ -253,7 +254,7 @@ TEST_F(RatePool, CancelSkipsTheRateMessage) {
   q = fcall("shmsem_acquire", {"1", "1", "1"});  // no token for 200 ms
   ASSERT_EQ(q.at(0), "queued");
   EXPECT_EQ(fcall("shmsem_cancel", {q.at(1), "cancel"}).at(0), "canceled");
-  EXPECT_EQ(g_server->command({"EXISTS", base_ + ":mb:" + q.at(1)}).at(0), "0");
+  EXPECT_EQ(g_server->command({"EXISTS", mb}).at(0), "0");
   EXPECT_EQ(pool_stat().held, 0u);
   EXPECT_EQ(shmsem_check(s_), 0);
 }

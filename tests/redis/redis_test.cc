@@ -241,7 +241,9 @@ TEST_F(RedisPool, WeightedHeadOfLineIsNotOvertaken) {
   EXPECT_EQ(shmsem_try_acquire(s_, &one), -EAGAIN);  // no barging
   ASSERT_EQ(shmsem_release(s_, &two), 0);
   // The head's grant is in its mailbox.
-  r = g_server->command({"LPOP", "shmsem:{" + pool_ + "}:mb:" + r.at(1)});
+  const std::string base = "shmsem:{" + pool_ + "}";
+  const std::string id = g_server->command({"HGET", base, "id"}).at(0);
+  r = g_server->command({"LPOP", base + ":mb:" + id + ":" + r.at(1)});
   ASSERT_EQ(r.size(), 1u);
   EXPECT_EQ(r[0].substr(0, 2), "G ");
   EXPECT_EQ(pool_stat().held, 2u);
@@ -612,7 +614,7 @@ TEST_F(RedisPool, LostGrantMessageIsResolvedNotLoopedOn) {
   ASSERT_TRUE(c && !c->err);
   const std::string idx = std::to_string(held.index);
   const std::string gen = std::to_string(held.gen);
-  const std::string mb = base + ":mb:" + t;
+  const std::string mb = base + ":mb:" + id + ":" + t;
   redisAppendCommand(c, "MULTI");
   redisAppendCommand(c, "FCALL shmsem_release 1 %s %s %s %s", base.c_str(),
                      id.c_str(), idx.c_str(), gen.c_str());

@@ -21,6 +21,7 @@
 // once (CLIENT UNBLOCK), so its BLPOPs are not cut to kCancelCheckMs.
 #include <errno.h>
 #include <stdio.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "acquire.h"
@@ -42,6 +43,9 @@ constexpr int kGraceMs = 250;
 // Consecutive failed waits (no answer, broken connection) before a wait
 // without deadline gives up with -ECOMM.
 constexpr int kMaxFailures = 3;
+// The pause after a failed round: 10 ms doubling to 100 ms.
+constexpr uint64_t kRetryMinMs = 10;
+constexpr uint64_t kRetryMaxMs = 100;
 
 // A grant reply: "granted" idx gen seq n, at `at` in the reply.
 int take_grant(Pool *p, const Reply &r, size_t at, shmsem_lease_t *lease) {
@@ -182,6 +186,21 @@ int keep_place(Wait &w, bool due, shmsem_lease_t *lease, int *out) {
   return 1;
 }
 
+// After the `failures`th failed round in a row (no server, an error
+// reply), wait before the next one, never past the deadline: a server
+// that is gone refuses the connect at once, and a mailbox a co-user made
+// another type fails every BLPOP at once; without the pause a wait with a
+// deadline was a busy loop on the CPU and the server until then.
+void pause_after_failure(const Wait &w, int failures) {
+  uint64_t ms = kRetryMinMs << (failures < 5 ? failures - 1 : 4);
+  if (ms > kRetryMaxMs) ms = kRetryMaxMs;
+  const uint64_t left = next_block_ms(w);
+  if (left < ms) ms = left;
+  if (ms == 0) return;
+  const timespec ts{time_t(ms / 1000), long(ms % 1000) * long(kMs)};
+  nanosleep(&ts, nullptr);
+}
+
 int wait_loop(Wait &w, Conn *c, shmsem_lease_t *lease) {
   int failures = 0;
   uint64_t token_at = 0;  // told "R us": when the head's token is due
@@ -201,13 +220,19 @@ int wait_loop(Wait &w, Conn *c, shmsem_lease_t *lease) {
       got = block_once(w, c, ms, &msg);
     if (got == 0 && rate_message(msg, &token_at)) continue;
     if (got == 0) return take_message(w.p, msg, lease);
-    if (got < 0 && !w.deadline && ++failures >= kMaxFailures) return got;
-    if (got < 0) continue;  // the deadline bounds the retries
+    if (got < 0) {
+      if (++failures >= kMaxFailures && !w.deadline) return got;
+      pause_after_failure(w, failures);
+      continue;  // the deadline bounds the retries
+    }
     failures = 0;
     int out = 0;
     const int e = keep_place(w, due, lease, &out);
     if (e == 1) return out;
-    if (e == -ECOMM && w.deadline) continue;
+    if (e == -ECOMM && w.deadline) {
+      pause_after_failure(w, ++failures);
+      continue;
+    }
     if (e < 0) return e;
   }
 }
@@ -256,7 +281,9 @@ int acquire_enqueue(shmsem_t *s, uint32_t n, const timespec *deadline,
 }
 
 int wait_queued(Wait &w, shmsem_lease_t *lease) {
-  w.key = w.p->base + ":mb:" + std::to_string(w.ticket);
+  // The pool's identity in the key: a pool created anew under the name
+  // numbers its tickets from 1 again (shmsem.lua, base:mb:ID:T).
+  w.key = w.p->base + ":mb:" + w.p->id + ":" + std::to_string(w.ticket);
   Conn *c = waiter_conn(w.p);
   if (!c) return resolve(w.p, w.ticket, "cancel", lease, 0) == 0 ? 0 : -ECOMM;
   const int e = wait_loop(w, c, lease);

@@ -1,6 +1,8 @@
 // Connections and replies (conn.h).
 #include "conn.h"
 
+#include "clock.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -39,6 +41,30 @@ int send_all(int fd, const char *buf, size_t len) {
     len -= size_t(n);
   }
   return 0;
+}
+
+// The reply to the request just sent, within timeout_ms of now: 0 with
+// *out, or -1 (no reply in time, a broken connection, a protocol error).
+// Not redisGetReply: it retries a recv that a signal interrupted (EINTR),
+// and SO_RCVTIMEO starts again with each retry, so a process that takes
+// signals often (a profiler, a timer) would wait for a silent server for
+// as long as they come. Here the time left is counted on the monotonic
+// clock, and only a readable socket is read (SO_RCVTIMEO stays as a bound
+// on that one read).
+int read_reply(redisContext *c, int timeout_ms, void **out) {
+  if (timeout_ms < 1) timeout_ms = 1;  // as tv_of
+  const uint64_t end = real_mono_ns() + uint64_t(timeout_ms) * 1000000;
+  for (;;) {
+    if (redisGetReplyFromReader(c, out) != REDIS_OK) return -1;
+    if (*out) return 0;
+    const uint64_t now = real_mono_ns();
+    if (now >= end) return -1;
+    pollfd p{c->fd, POLLIN, 0};
+    const int n = poll(&p, 1, int((end - now + 999999) / 1000000));
+    if (n < 0 && errno == EINTR) continue;  // the time left is recounted
+    if (n <= 0) return -1;
+    if (redisBufferRead(c) != REDIS_OK) return -1;
+  }
 }
 
 }  // namespace
@@ -178,7 +204,7 @@ int Conn::call(const std::vector<std::string> &args, int timeout_ms,
   const int sent = send_all(c_->fd, req, size_t(len));
   redisFreeCommand(req);
   void *r = nullptr;
-  if (sent != 0 || redisGetReply(c_, &r) != REDIS_OK || !r || c_->err) {
+  if (sent != 0 || read_reply(c_, timeout_ms, &r) != 0 || !r || c_->err) {
     if (r) freeReplyObject(r);
     close();
     return -ECOMM;

@@ -90,7 +90,7 @@ bool parse_numbers(const std::string &text, uint64_t *out, size_t n);
 inline constexpr int kBadReply = -ECOMM;
 
 // The version of the functions library (shmsem.lua's LIBRARY_VERSION).
-inline constexpr int64_t kLibraryVersion = 2;
+inline constexpr int64_t kLibraryVersion = 3;
 // The library's source, embedded at build time (library.cc, generated).
 extern const char kLibrarySource[];
 

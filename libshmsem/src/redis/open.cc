@@ -21,6 +21,13 @@ constexpr int kConnectTimeoutMs = 2000;
 constexpr uint32_t kMinTtlMs = 100;
 constexpr uint32_t kMaxTtlMs = 86400000;  // a day
 constexpr uint32_t kMaxWaiterTtlMs = 2000;
+// A remote pool's capacity: create writes one free index per permit and a
+// lease of n permits pops, records and frees n, each in one function run
+// that must answer within a call's timeout (1 s at the least). 2^16 took
+// about 0.25 s each on a loaded 2-CPU VM; 2^18 already missed the
+// timeout (-ECOMM for a create the server made) and 2^20
+// (SHMSEM_MAX_PERMITS) kept the server busy for seconds.
+constexpr uint32_t kMaxRemotePermits = 1u << 16;
 
 // 16 hex digits, never all zero: the pool's identity, and as a number
 // every lease's `sem`.
@@ -131,7 +138,7 @@ int create_args(const shmsem_config *cfg, int flags,
                         : cfg->permits   ? cfg->permits
                                          : SHMSEM_DEFAULT_RATE_ONLY_PERMITS;
   if ((cfg->permits == 0 && !rate.rate) || maxp < cfg->permits ||
-      maxp > SHMSEM_MAX_PERMITS || cfg->max_waiters > SHMSEM_MAX_WAITERS)
+      maxp > kMaxRemotePermits || cfg->max_waiters > SHMSEM_MAX_WAITERS)
     return -EINVAL;
   const uint32_t ttl =
       cfg->lease_ttl_ms ? cfg->lease_ttl_ms : SHMSEM_DEFAULT_LEASE_TTL_MS;

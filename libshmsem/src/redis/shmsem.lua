@@ -23,8 +23,12 @@
 --   base:wn       hash: ticket -> permits asked
 --   base:wi       hash: ticket -> "since_ms pid"
 --   base:wexp     zset: ticket -> keep-alive expiry (ms)
---   base:mb:T     list: waiter T's mailbox ("G idx gen seq n", "S", "X",
---                 "R us": the head's token is due in us microseconds)
+--   base:mb:ID:T  list: waiter T's mailbox ("G idx gen seq n", "S", "X",
+--                 "R us": the head's token is due in us microseconds); ID
+--                 the pool's identity: tickets start at 1 again in a pool
+--                 created anew under the name, and a waiter of the old
+--                 pool still blocked on its mailbox must not pop a grant
+--                 of the new one
 --   base:free     zset: free resource indices (score = index)
 --   base:gen      hash: index -> generation (only grows; never deleted)
 --   base:l        hash: first index -> "gen seq n since_ms pid declared i..."
@@ -32,7 +36,7 @@
 --   base:lost     zset: "index:gen" of leases that expired (score = when)
 -- Replies are arrays whose first element is a status word; the client
 -- (redis/conn.h, Reply) checks every element before use.
-local LIBRARY_VERSION = 2
+local LIBRARY_VERSION = 3
 local LOST_KEEP = 4096   -- expired leases remembered for -EKEYEXPIRED
 local REAP_BATCH = 256   -- expired leases and waiters reaped per call
 
@@ -50,12 +54,13 @@ local function now_ms() return math.floor(now_us() / 1000) end
 -- A whole number as its digits (tostring would print 1.7e+15).
 local function digits(x) return string.format('%d', x) end
 
-local function keys_of(base)
+-- The pool's keys; `id` (the pool's identity) names its mailboxes.
+local function keys_of(base, id)
   return {
     base = base, q = base .. ':q', wn = base .. ':wn', wi = base .. ':wi',
     wexp = base .. ':wexp', free = base .. ':free', gen = base .. ':gen',
     l = base .. ':l', lexp = base .. ':lexp', lost = base .. ':lost',
-    mb = base .. ':mb:'
+    mb = base .. ':mb:' .. (id or '') .. ':'
   }
 end
 
@@ -284,7 +289,7 @@ end
 -- The pool KEYS[1] with identity `id`, reaped, and the time; nil when it
 -- is gone (unlinked, or another pool created under the name since).
 local function enter(keys, id)
-  local k = keys_of(keys[1])
+  local k = keys_of(keys[1], id)
   local have = redis.call('HGET', k.base, 'id')
   if not have or have ~= id then return nil end
   local now = clock(k)
@@ -338,6 +343,10 @@ local function f_create(keys, args)
   if maxw == 0 then maxw = 1024 end
   local cap = args[2]
   if cap == '0' then cap = args[3] end
+  -- The hash alone may have gone (a DEL, an eviction): an old pool's
+  -- queue and leases must not haunt the new one (its tickets start at 1
+  -- again). Generations stay: they only grow.
+  redis.call('DEL', k.q, k.wn, k.wi, k.wexp, k.free, k.l, k.lexp, k.lost)
   redis.call('HSET', k.base, 'id', args[1], 'permits', cap,
              'created_permits', args[2], 'max_permits', maxp,
              'max_waiters', maxw, 'ttl_ms', args[5], 'wttl_ms', args[6],
@@ -356,7 +365,7 @@ local function f_open(keys, args)
 end
 
 local function f_unlink(keys, args)
-  local k = keys_of(keys[1])
+  local k = keys_of(keys[1], redis.call('HGET', keys[1], 'id') or '')
   if redis.call('EXISTS', k.base) == 0 then return {'noent'} end
   for _, t in ipairs(redis.call('ZRANGE', k.q, 0, -1)) do
     redis.call('DEL', k.mb .. t)
@@ -542,7 +551,7 @@ end
 
 -- recover: the reaping pass every function runs, counted.
 local function f_recover(keys, args)
-  local k = keys_of(keys[1])
+  local k = keys_of(keys[1], args[1])
   local have = redis.call('HGET', k.base, 'id')
   if not have or have ~= args[1] then return {'gone'} end
   return {'ok', reap(k, clock(k))}

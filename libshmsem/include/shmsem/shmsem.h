@@ -228,9 +228,9 @@ struct shmsem_config {
  * execute, setuid, setgid or sticky bits; an unknown policy, max_bypass_ns
  * above SHMSEM_MAX_BYPASS_NS or nonzero under SHMSEM_POLICY_FIFO); -EEXIST
  * it exists and SHMSEM_EXCL was given, or it was created with another
- * configuration: permits, max_permits, rate, burst, rate_period_ns, policy
- * or max_bypass_ns as given (after their defaults; 6 per 2 s is not 3 per
- * 1 s), or max_waiters when cfg->max_waiters is not 0 (a capacity changed
+ * configuration: permits, max_permits, rate, burst, rate_period_ns, policy,
+ * max_bypass_ns or (remote) lease_ttl_ms as given (after their defaults;
+ * 6 per 2 s is not 3 per 1 s), or max_waiters when cfg->max_waiters is not 0 (a capacity changed
  * since by shmsem_set_permits does not count; the mode is not compared);
  * -EPERM it exists and belongs to another user (see SHMSEM_ANY_OWNER);
  * -EPROTONOSUPPORT

@@ -1,6 +1,6 @@
 // shmsem create NAME --permits N [--max-permits M] [--rate R/UNIT]
 //   [--burst B] [--max-waiters W] [--policy fifo|bounded[:DURATION]]
-//   [--mode 0660] [--exclusive]
+//   [--mode 0660] [--lease-ttl DURATION] [--exclusive]
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -82,6 +82,8 @@ std::string existing_settings(const std::string &name,
   out += " --max-waiters " + std::to_string(st.max_waiters);
   if (st.policy != SHMSEM_POLICY_FIFO || asked.policy != SHMSEM_POLICY_FIFO)
     out += " --policy " + format_policy(st.policy, st.max_bypass_ns);
+  if (snap.lease_ttl_ms)
+    out += " --lease-ttl " + format_duration(snap.lease_ttl_ms * 1000000ull);
   uint32_t created_capacity =
       snap.created_permits ? snap.created_permits : st.max_permits;
   if (st.permits != created_capacity)
@@ -99,6 +101,7 @@ std::string given_settings(const CreateOptions &o,
   if (o.burst) out += " --burst " + std::to_string(o.burst);
   if (o.max_waiters) out += " --max-waiters " + std::to_string(o.max_waiters);
   if (o.policy_given) out += " --policy " + o.policy;
+  if (!o.lease_ttl.empty()) out += " --lease-ttl " + o.lease_ttl;
   if (cfg.mode) {
     char mode[24];
     (void)snprintf(mode, sizeof mode, " --mode 0%o",
@@ -242,8 +245,9 @@ constexpr const char *kCreateFooter =
     "the queue is empty.\nChoose it when waiters outnumber CPUs and "
     "throughput matters more than order (shmsem(7), Policies).\n"
     "An existing semaphore is used only if it was created with the same "
-    "--permits, --max-permits,\n--rate, --burst and --policy (and "
-    "--max-waiters, if given).";
+    "--permits, --max-permits,\n--rate, --burst, --policy and, on a "
+    "server, --lease-ttl (10s if left out)\n(and --max-waiters, if "
+    "given).";
 
 }  // namespace
 
@@ -309,7 +313,7 @@ Subcommand add_create(CLI::App &parent) {
           },
           "shmsem create NAME --permits N [--max-permits M] [--rate COUNT/UNIT "
           "[--burst B]] [--max-waiters W] [--policy fifo|bounded[:DURATION]] "
-          "[--mode MODE] [--exclusive] [--any-owner]"};
+          "[--mode MODE] [--lease-ttl DURATION] [--exclusive] [--any-owner]"};
 }
 
 }  // namespace shmsem::cli

@@ -77,8 +77,12 @@ Subcommand add_rm(CLI::App &parent) {
   sub->footer(
       "Without --force, only shmsem semaphores (of any version) are "
       "removed: not other files, nor\na semaphore file someone truncated or "
-      "overwrote. Processes that have it open keep using it until they\n"
-      "detach; it does not close it (see 'shmsem shutdown').");
+      "overwrote. Processes that have a local semaphore open keep using it\n"
+      "until they detach; it does not close it (see 'shmsem shutdown').\n"
+      "A remote semaphore (redis://...) ends for everyone at once: every "
+      "lease on it is lost and\n'shmsem run' kills its command (exit 137). "
+      "Run 'shmsem shutdown' first and wait until\n'shmsem status' shows "
+      "nothing held to let commands finish.");
   return {sub, [names, force] { return run_rm(*names, *force); },
           "shmsem rm [--force] NAME..."};
 }

@@ -226,6 +226,10 @@ Json to_json(const Snapshot &s) {
   j["hold_ns"] = {{"p50", bound(s.hold.p50)},
                   {"p90", bound(s.hold.p90)},
                   {"p99", bound(s.hold.p99)}};
+  if (is_remote_name(s.name)) {  // a server keeps sums, no histograms
+    j["wait_ns"] = nullptr;
+    j["hold_ns"] = nullptr;
+  }
   j["overdue"] = s.overdue;
   j["overdue_permits"] = s.overdue_permits;
   j["damaged"] = s.damaged;
@@ -336,6 +340,10 @@ void render_waiters(const Snapshot &s, FILE *f) {
   }
 }
 
+// A remote semaphore's percentiles (shmsem(7), "Not offered remotely").
+constexpr const char *kNoRemoteHistograms =
+    "not kept for a remote semaphore (no histograms on the server)";
+
 // The counters and the wait and hold quantiles.
 void render_counters(const Snapshot &s, FILE *f) {
   const struct shmsem_stat &st = s.st;
@@ -352,6 +360,12 @@ void render_counters(const Snapshot &s, FILE *f) {
   };
   for (const auto &row : counters)
     fprintf(f, "  %-18s %s\n", row[0].c_str(), row[1].c_str());
+  if (is_remote_name(s.name)) {
+    // The server keeps only sums of the times: percentiles would read 0.
+    fprintf(f, "  %-18s %s\n", "wait time", kNoRemoteHistograms);
+    fprintf(f, "  %-18s %s\n", "hold time", kNoRemoteHistograms);
+    return;
+  }
   if (st.acquisitions == 0 && s.wait.p99 == 0) {
     fprintf(f, "  %-18s %s\n", "wait time", "no waits recorded");
   } else {
@@ -481,8 +495,10 @@ Subcommand add_status(CLI::App &parent) {
       "status",
       "Show permits, holders, the wait queue and counters (read-only)");
   sub->add_option("NAME", o->names,
-                  "Semaphore name: '/' and 1-255 characters, e.g. /pool "
-                  "(--prometheus: any number; none: every semaphore)")
+                  "Semaphore name: '/' and 1-255 characters, e.g. /pool, "
+                  "or redis://HOST[:PORT]/POOL, "
+                  "'redis+unix:///SOCKET?pool=POOL' (--prometheus: any number; "
+                  "none: every semaphore)")
       ->option_text(" ");  // checked by names_problem()
   auto *json = sub->add_flag("-j,--json", o->json,
                              "Print one JSON document instead of text");

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 
 #include "exit_codes.h"
 
@@ -22,8 +23,51 @@ bool is_remote_name(const std::string &name) {
          strncasecmp(name.c_str(), "redis+unix://", 13) == 0;
 }
 
+namespace {
+
+// The pool of a remote name, or "" if it has none the CLI can find (the
+// library then judges the rest of the name).
+std::string pool_of(const std::string &name) {
+  if (strncasecmp(name.c_str(), "redis+unix://", 13) == 0) {
+    const size_t q = name.find("?pool=");
+    return q == std::string::npos ? "" : name.substr(q + 6);
+  }
+  const size_t slash = name.find('/', 8);
+  return slash == std::string::npos ? "" : name.substr(slash + 1);
+}
+
+// The rule of libshmsem/src/redis/endpoint.cc (valid_pool): the pool is the
+// hash tag of its keys on the server, so no braces or colons.
+constexpr size_t kMaxPool = 200;
+bool valid_pool(const std::string &pool) {
+  if (pool.empty() || pool.size() > kMaxPool) return false;
+  for (char c : pool)
+    if (!isalnum((unsigned char)c) && c != '_' && c != '.' && c != '-')
+      return false;
+  return true;
+}
+
+// A remote name's problem the CLI can say in plain words: a server given
+// where a pool belongs, or a pool name the library would refuse as EINVAL.
+std::string remote_name_problem(const std::string &name) {
+  if (is_place(name))
+    return "'" + printable(name) +
+           "' is a server, not a semaphore: name one of its pools with " +
+           (strncasecmp(name.c_str(), "redis+unix://", 13) == 0 ? "?pool=POOL"
+                                                                : "/POOL") +
+           "; 'shmsem list " + printable(name) + "' lists them";
+  const std::string pool = pool_of(name);
+  if (!pool.empty() && !valid_pool(pool))
+    return "invalid pool name '" + printable(pool) + "' in '" +
+           printable(name) + "': a pool is 1-200 characters of A-Z a-z 0-9 " +
+           "_ . - (no ':', braces or '/')";
+  return "";
+}
+
+}  // namespace
+
 std::string name_problem(const std::string &name) {
-  if (is_remote_name(name)) return "";
+  if (is_remote_name(name)) return remote_name_problem(name);
   const std::string rule = "must be '/' followed by 1-" +
                            std::to_string(NAME_MAX) + " characters without '/'";
   std::string head = "invalid semaphore name '" + printable(name) + "': ";

@@ -26,7 +26,9 @@ namespace shmsem::cli {
 CLI::Option *add_name_option(CLI::App *sub, std::string *name) {
   return sub
       ->add_option("NAME", *name,
-                   "Semaphore name: '/' and 1-255 characters, e.g. /pool")
+                   "Semaphore name: '/' and 1-255 characters, e.g. /pool; or "
+                   "redis://HOST[:PORT]/POOL, "
+                   "'redis+unix:///SOCKET?pool=POOL'")
       ->required()
       ->option_text(" ")
       ->check(CLI::Validator(

@@ -275,6 +275,9 @@ void add_pool(Builder &b, const Snapshot &r) {
   add_leases(b, r);
   add_times(b, r);
   add_counters(b, r);
+  // A server keeps only the sums of the times, no buckets: a histogram of
+  // zero counts beside a non-zero sum would be false.
+  if (is_remote_name(r.name)) return;
   add_wait_histogram(b, r);
   add_hold_histogram(b, r);
 }

@@ -101,6 +101,7 @@ void fill_state(const struct shmsem_inspection &in, Snapshot *out) {
   out->group = group_name(in.file_gid);
   out->created_unix_ns = in.created_realtime_ns;
   out->created_permits = in.created_permits;
+  out->lease_ttl_ms = in.lease_ttl_ms;
   out->st = in.stat;
   out->now_ns = in.now_ns;
   out->now_coarse_ns = in.now_coarse_ns;

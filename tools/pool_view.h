@@ -85,6 +85,9 @@ struct Snapshot {
   // shmsem_create(3) compares it, while the capacity (st.permits) may have
   // changed since.
   uint32_t created_permits = 0;
+  // A remote semaphore's lease TTL in ms, as created (compared by
+  // shmsem_create(3) too); 0 for a local one.
+  uint32_t lease_ttl_ms = 0;
   // State (shmsem_stat). st.rate_next_ns is on CLOCK_MONOTONIC, as now_ns.
   struct shmsem_stat st = {};
   // Upper bounds of the quantiles of st.wait_hist (shmsem_hist_quantile,

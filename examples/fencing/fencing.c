@@ -12,6 +12,11 @@
  * and the stale one never does again. (A single counter across all indices
  * would wrongly refuse an older but valid holder of another index.)
  *
+ * Generations belong to the pool, not to its name: removed and created anew
+ * (shmsem rm, then create), the pool starts them again at 1. A resource that
+ * outlives one pool must then forget what it has seen, or keep it per
+ * creation: shmsem_inspect's created_realtime_ns names the pool's creation.
+ *
  * This program plays both sides in one process: it takes a lease, lets it
  * expire by pausing its keep-alive (it detaches the handle, which stops the
  * renewals), takes the index again through a new handle, and shows the

@@ -1171,6 +1171,48 @@ TEST(EinvalMessage, NegativePeriodIsNamed) {
       "shmsem: create: options.per is negative");
 }
 
+// policy, max_bypass and lease_ttl reach shmsem_config as the C API has
+// them: the policy shows in the stats, and a lease TTL on a local name is
+// the C API's EINVAL (a local lease has none), so it was passed on.
+TEST(Options, PolicyBypassAndLeaseTtlReachTheConfig) {
+  using std::chrono::milliseconds;
+  using std::chrono::nanoseconds;
+  const ScopedName n;
+  {
+    auto sem = semaphore::create(n.name,
+                                 {.permits = 2,
+                                  .policy = SHMSEM_POLICY_BOUNDED,
+                                  .max_bypass = nanoseconds(2'000'000)},
+                                 SHMSEM_EXCL);
+    const struct shmsem_stat st = sem.stat();
+    EXPECT_EQ(st.policy, SHMSEM_POLICY_BOUNDED);
+    EXPECT_EQ(st.max_bypass_ns, 2'000'000u);
+  }
+  semaphore::unlink(n.name.c_str());
+  const auto code_of = [&](const options &o) {
+    return thrown_code(
+        [&] { (void)semaphore::create(n.name, o, SHMSEM_EXCL); });
+  };
+  EXPECT_EQ(code_of({.permits = 1, .lease_ttl = milliseconds(500)}),
+            std::errc::invalid_argument)
+      << "a lease TTL on a local name";
+  EXPECT_EQ(code_of({.permits = 1, .max_bypass = nanoseconds(1)}),
+            std::errc::invalid_argument)
+      << "a bypass bound under FIFO";
+  EXPECT_SAYS(einval_what([&] {
+                (void)semaphore::create(n.name,
+                                        {.permits = 1,
+                                         .policy = SHMSEM_POLICY_BOUNDED,
+                                         .max_bypass = nanoseconds(-1)});
+              }),
+              "shmsem: create: options.max_bypass is negative");
+  EXPECT_SAYS(einval_what([&] {
+                (void)semaphore::create(
+                    n.name, {.permits = 1, .lease_ttl = milliseconds(-1)});
+              }),
+              "shmsem: create: options.lease_ttl is outside");
+}
+
 // ---- shmsem::category() ----------------------------------------------------
 
 TEST(ErrorCategory, MessagesAreTheSemaphoresOwnWords) {

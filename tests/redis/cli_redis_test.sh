@@ -152,4 +152,45 @@ TopAndExporterShowAServersPools() {
   echo PASS
 }
 
+# What the newcomer tripped on: the lease TTL named among the settings an
+# existing pool was created with, a server or a bad pool name said in plain
+# words, and no percentiles or histograms the server does not keep.
+RemoteNamesAndSettingsSaidPlainly() {
+  start_server
+  local n at="redis+unix://$dir/s.sock" out
+  n=$(name plain)
+  "$SHMSEM" create "$n" --permits 2 --lease-ttl 2s || fail "create"
+  "$SHMSEM" create "$n" --permits 2 --lease-ttl 2s || fail "same settings"
+  "$SHMSEM" create "$n" --permits 2 2>"$dir/err"
+  [ $? -eq 4 ] || fail "another TTL must exit 4"
+  grep -Fq -- "already exists with --permits 2 --max-waiters 1024 --lease-ttl 2s" \
+    "$dir/err" || fail "the TTL is not named: $(cat "$dir/err")"
+  "$SHMSEM" status "$at" 2>"$dir/err"
+  [ $? -eq 2 ] || fail "a server given as a pool must be a usage error"
+  grep -Fq "is a server, not a semaphore: name one of its pools with ?pool=POOL; 'shmsem list $at' lists them" \
+    "$dir/err" || fail "server message: $(cat "$dir/err")"
+  "$SHMSEM" status "redis://127.0.0.1:1/" 2>"$dir/err"
+  [ $? -eq 2 ] || fail "a tcp server given as a pool must be a usage error"
+  grep -Fq "with /POOL" "$dir/err" || fail "tcp server: $(cat "$dir/err")"
+  "$SHMSEM" create "redis://127.0.0.1:1/a:b" --permits 1 2>"$dir/err"
+  [ $? -eq 2 ] || fail "a bad pool name must be a usage error"
+  grep -Fq "invalid pool name 'a:b'" "$dir/err" \
+    || fail "pool name message: $(cat "$dir/err")"
+  grep -q "refused the settings" "$dir/err" && fail "blames the settings"
+  "$SHMSEM" run "$n" -- true || fail "run"
+  out=$("$SHMSEM" status "$n") || fail "status"
+  echo "$out" | grep -Eq "^  wait time +not kept for a remote semaphore" \
+    || fail "wait time line: $out"
+  echo "$out" | grep -Eq "^  hold time +not kept for a remote semaphore" \
+    || fail "hold time line: $out"
+  out=$("$SHMSEM" status --json "$n") || fail "status --json"
+  echo "$out" | grep -q '"wait_ns": null' || fail "json wait_ns: $out"
+  echo "$out" | grep -q '"hold_ns": null' || fail "json hold_ns: $out"
+  out=$("$SHMSEM" status --prometheus "$n") || fail "prometheus"
+  echo "$out" | grep -Fq "shmsem_up{pool=\"$n\"} 1" || fail "no shmsem_up"
+  echo "$out" | grep -Eq "shmsem_(wait|hold)_seconds" \
+    && fail "histograms exported for a remote pool: $out"
+  echo PASS
+}
+
 "$1"

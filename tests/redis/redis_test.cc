@@ -343,6 +343,42 @@ TEST_F(RedisPool, FencingGenerationAndSequenceGrow) {
   EXPECT_EQ(shmsem_release(s_, &b), 0);
 }
 
+// Generations and the sequence belong to the pool, not its name: a pool
+// removed and created anew starts them again (shmsem(7), "Across hosts"),
+// and what tells the two pools apart is inspect's creation time. The TTL
+// inspect reports is the one the pool was created with.
+TEST_F(RedisPool, RecreatedPoolRestartsFencingNumbersAndHasItsOwnCreation) {
+  make(1, 1500);
+  shmsem_inspection first{};
+  ASSERT_EQ(shmsem_inspect(s_, &first, nullptr, 0, nullptr, 0), 0);
+  EXPECT_EQ(first.lease_ttl_ms, 1500u);
+  shmsem_lease_t a;
+  uint64_t seq_a = 0;
+  for (int i = 0; i < 3; i++) {
+    ASSERT_EQ(shmsem_acquire(s_, &a), 0);
+    if (i < 2) ASSERT_EQ(shmsem_release(s_, &a), 0);
+  }
+  ASSERT_EQ(shmsem_lease_sequence(s_, &a, &seq_a), 0);
+  ASSERT_EQ(shmsem_unlink(name_.c_str()), 0);
+  shmsem_detach(s_);
+  s_ = nullptr;
+  // The creation time is in whole ms of the server's clock: let it move.
+  std::this_thread::sleep_for(milliseconds(2));
+  make(1);
+  shmsem_inspection second{};
+  ASSERT_EQ(shmsem_inspect(s_, &second, nullptr, 0, nullptr, 0), 0);
+  EXPECT_EQ(second.lease_ttl_ms, SHMSEM_DEFAULT_LEASE_TTL_MS);
+  EXPECT_NE(second.created_realtime_ns, first.created_realtime_ns);
+  shmsem_lease_t b;
+  uint64_t seq_b = 0;
+  ASSERT_EQ(shmsem_acquire(s_, &b), 0);
+  ASSERT_EQ(shmsem_lease_sequence(s_, &b, &seq_b), 0);
+  EXPECT_EQ(b.index, a.index);
+  EXPECT_LT(b.gen, a.gen) << "a resource must not compare across creations";
+  EXPECT_LT(seq_b, seq_a);
+  EXPECT_EQ(shmsem_release(s_, &b), 0);
+}
+
 TEST_F(RedisPool, InspectShowsHoldersAndQueueInOrder) {
   make(2);
   shmsem_lease_t l;

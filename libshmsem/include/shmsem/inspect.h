@@ -96,7 +96,9 @@ struct shmsem_inspection {
   uint32_t file_mode; /* permission bits */
   uint32_t file_uid;
   uint32_t file_gid;
-  uint32_t __pad;
+  uint32_t lease_ttl_ms; /* remote: the lease TTL it was created with
+                            (shmsem_config.lease_ttl_ms after its default,
+                            which shmsem_create compares); 0 local */
   uint64_t __reserved[8];
 };
 

@@ -228,9 +228,9 @@ struct shmsem_config {
  * execute, setuid, setgid or sticky bits; an unknown policy, max_bypass_ns
  * above SHMSEM_MAX_BYPASS_NS or nonzero under SHMSEM_POLICY_FIFO); -EEXIST
  * it exists and SHMSEM_EXCL was given, or it was created with another
- * configuration: permits, max_permits, rate, burst, rate_period_ns, policy
- * or max_bypass_ns as given (after their defaults; 6 per 2 s is not 3 per
- * 1 s), or max_waiters when cfg->max_waiters is not 0 (a capacity changed
+ * configuration: permits, max_permits, rate, burst, rate_period_ns, policy,
+ * max_bypass_ns or (remote) lease_ttl_ms as given (after their defaults;
+ * 6 per 2 s is not 3 per 1 s), or max_waiters when cfg->max_waiters is not 0 (a capacity changed
  * since by shmsem_set_permits does not count; the mode is not compared);
  * -EPERM it exists and belongs to another user (see SHMSEM_ANY_OWNER);
  * -EPROTONOSUPPORT
@@ -331,7 +331,9 @@ void shmsem_cancel_reset(shmsem_cancel_t *c);
  * -EINTR. One that runs while the waiter is briefly awake (a queued waiter
  * may wake every few milliseconds to look for dead holders) does not: to
  * end a wait reliably on a signal, receive it in a thread (sigwait(2),
- * signalfd(2)) and call shmsem_cancel. */
+ * signalfd(2)) and call shmsem_cancel. On a remote semaphore the flag is
+ * accepted, but a signal does not end the wait (no -EINTR): cancel it
+ * from a thread instead, as above. */
 #define SHMSEM_WAIT_INTERRUPTIBLE (1u << 0)
 
 /*

@@ -11,17 +11,20 @@
 //   std::system_error / std::error_code in shmsem::category(), deadlines are
 //   std::chrono::steady_clock, cancellation is std::stop_token.
 //
+// clang-format off
+// (the examples and the table below are laid out by hand)
+//
 // Migration: shmsem::lease and shmsem::semaphore replace shmsem::Lease and
 // the free shmsem::acquire(), which stay for C++17 code (with the owner
 // rule of "Processes" below, and Lease::resource()).
 //
-//     shmsem::Lease l;                        auto sem =
-//     shmsem::semaphore::open("/pool"); if (int e = shmsem::acquire(s, &l))
-//     shmsem::lease l = sem.acquire();  // throws
-//       fail(e);                              // or: if (auto l =
-//       sem.acquire_for(2s)) ...
-//     l.release();                            l.release();  // throws
-//     std::system_error
+//     // C++17: an error code to check      // C++20: exceptions, optionals
+//     shmsem::Lease l;                      auto sem =
+//     if (int e = shmsem::acquire(s, &l))       shmsem::semaphore::open("/p");
+//       fail(e);                            shmsem::lease l = sem.acquire();
+//     ...                                   // or: if (auto l =
+//     l.release();                          //   sem.acquire_for(2s)) ...
+//                                           l.release();  // may throw
 //
 // Weighted leases, capacity and rate (C++20 tier): sem.acquire(4) takes 4
 // permits as one lease (lease::weight() is 4, one release returns all 4),
@@ -32,19 +35,17 @@
 //     using namespace std::chrono_literals;
 //     auto api = shmsem::semaphore::create(
 //         "/api", {.permits = 8, .rate = 100, .per = 1s, .burst = 20});
-//     if (auto l = api.acquire_for(2, 50ms)) ...  // 2 of the 8, one token of
-//     the rate
+//     if (auto l = api.acquire_for(2, 50ms)) ...  // 2 of the 8, one token
 //
 // Errors (C++20 tier):
 //
-//   | C API result          | semaphore member                  | returns /
-//   throws        |
-//   |-----------------------|-----------------------------------|-------------------------|
-//   | -EAGAIN               | try_acquire(), try_acquire(n)     | std::nullopt
-//   | | -ETIMEDOUT            | acquire_for(), acquire_until()    |
-//   std::nullopt            | | -ECANCELED            | any acquire taking a
-//   stop_token   | std::nullopt            | | any other error       | every
-//   member                      | throws std::system_error|
+//   | C API result | semaphore member                | returns / throws  |
+//   |--------------|---------------------------------|-------------------|
+//   | -EAGAIN      | try_acquire(), try_acquire(n)   | std::nullopt      |
+//   | -ETIMEDOUT   | acquire_for(), acquire_until()  | std::nullopt      |
+//   | -ECANCELED   | any acquire taking a stop_token | std::nullopt      |
+//   | any other    | every member                    | std::system_error |
+// clang-format on
 //
 // A count of permits (the `n` of a weighted acquire, set_permits' capacity)
 // is any integer type but bool and the character types, checked here rather
@@ -319,6 +320,16 @@ struct options {
   std::uint32_t rate = 0;
   std::chrono::nanoseconds per{0};
   std::uint32_t burst = 0;
+  // shmsem_config's policy and max_bypass_ns: SHMSEM_POLICY_FIFO (0) or
+  // SHMSEM_POLICY_BOUNDED, and under BOUNDED how long the head may wait
+  // while newcomers pass it (0: SHMSEM_DEFAULT_MAX_BYPASS_NS; nonzero under
+  // FIFO, or negative, is EINVAL).
+  std::uint32_t policy = SHMSEM_POLICY_FIFO;
+  std::chrono::nanoseconds max_bypass{0};
+  // shmsem_config's lease_ttl_ms, a remote semaphore's alone (0:
+  // SHMSEM_DEFAULT_LEASE_TTL_MS; nonzero on a local name, negative or
+  // beyond 2^32 - 1 ms is EINVAL).
+  std::chrono::milliseconds lease_ttl{0};
 };
 
 // The error category of this header: positive errno values, messages from
@@ -407,11 +418,15 @@ template <permit_count N>
          ": semaphore is empty (default-constructed or moved from)";
 }
 
-// `o` as shmsem_config; -EINVAL for a negative period (no C form).
-[[nodiscard]] inline int to_config(const options &o,
-                                   shmsem_config *cfg) noexcept {
+// `o` as shmsem_config: nullptr, or which field has no C form (EINVAL).
+[[nodiscard]] inline const char *to_config(const options &o,
+                                           shmsem_config *cfg) noexcept {
   *cfg = shmsem_config{};
-  if (o.per.count() < 0) return -EINVAL;
+  if (o.per.count() < 0) return "shmsem: create: options.per is negative";
+  if (o.max_bypass.count() < 0)
+    return "shmsem: create: options.max_bypass is negative";
+  if (o.lease_ttl.count() < 0 || o.lease_ttl.count() > UINT32_MAX)
+    return "shmsem: create: options.lease_ttl is outside 0..2^32-1 ms";
   cfg->permits = o.permits;
   cfg->max_waiters = o.max_waiters;
   cfg->mode = o.mode;
@@ -419,7 +434,10 @@ template <permit_count N>
   cfg->rate = o.rate;
   cfg->burst = o.burst;
   cfg->rate_period_ns = static_cast<std::uint64_t>(o.per.count());
-  return 0;
+  cfg->policy = o.policy;
+  cfg->max_bypass_ns = static_cast<std::uint64_t>(o.max_bypass.count());
+  cfg->lease_ttl_ms = static_cast<std::uint32_t>(o.lease_ttl.count());
+  return nullptr;
 }
 
 // `d` in nanoseconds, rounded up (a wait is never shorter than asked), and
@@ -739,12 +757,13 @@ class semaphore {
 
   // shmsem_create: creates `name`, or opens it if it exists and `flags`
   // lacks SHMSEM_EXCL. Throws std::system_error (EEXIST, EPERM, EINVAL, ...;
-  // a negative opt.per is EINVAL before the C API is called).
+  // a negative opt.per or opt.max_bypass, or an opt.lease_ttl shmsem_config
+  // cannot hold, is EINVAL before the C API is called).
   [[nodiscard]] static semaphore create(const char *name, const options &opt,
                                         int flags = 0) {
     shmsem_config cfg;
-    if (int r = cxx_internal::to_config(opt, &cfg))
-      cxx_internal::throw_error(r, "shmsem: create: options.per is negative");
+    if (const char *why = cxx_internal::to_config(opt, &cfg))
+      cxx_internal::throw_error(-EINVAL, why);
     return create(name, cfg, flags);
   }
   [[nodiscard]] static semaphore create(const std::string &name,

@@ -209,6 +209,8 @@ int redis_inspect(shmsem_t *s, struct shmsem_inspection *out,
   Raw raw;
   e = read_stat(r, &raw, &out->stat);
   if (e < 0) return e;
+  if (raw.v[kTtl] > int64_t(UINT32_MAX)) return kBadReply;
+  out->lease_ttl_ms = uint32_t(raw.v[kTtl]);
   return read_lists(r, raw, out, holders, max_holders, waiters, max_waiters);
 }
 

@@ -356,7 +356,9 @@ TEST_F(RedisPool, RecreatedPoolRestartsFencingNumbersAndHasItsOwnCreation) {
   uint64_t seq_a = 0;
   for (int i = 0; i < 3; i++) {
     ASSERT_EQ(shmsem_acquire(s_, &a), 0);
-    if (i < 2) ASSERT_EQ(shmsem_release(s_, &a), 0);
+    if (i < 2) {
+      ASSERT_EQ(shmsem_release(s_, &a), 0);
+    }
   }
   ASSERT_EQ(shmsem_lease_sequence(s_, &a, &seq_a), 0);
   ASSERT_EQ(shmsem_unlink(name_.c_str()), 0);

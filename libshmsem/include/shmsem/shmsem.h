@@ -230,8 +230,9 @@ struct shmsem_config {
  * it exists and SHMSEM_EXCL was given, or it was created with another
  * configuration: permits, max_permits, rate, burst, rate_period_ns, policy,
  * max_bypass_ns or (remote) lease_ttl_ms as given (after their defaults;
- * 6 per 2 s is not 3 per 1 s), or max_waiters when cfg->max_waiters is not 0 (a capacity changed
- * since by shmsem_set_permits does not count; the mode is not compared);
+ * 6 per 2 s is not 3 per 1 s), or max_waiters when cfg->max_waiters is not
+ * 0 (a capacity changed since by shmsem_set_permits does not count; the mode
+ * is not compared);
  * -EPERM it exists and belongs to another user (see SHMSEM_ANY_OWNER);
  * -EPROTONOSUPPORT
  * `name` has a URL scheme that no backend of this build serves (redis:// and

@@ -242,7 +242,10 @@ TEST(Weighted, KilledHeadPassesItsPartialReservationOn) {
   kill(head, SIGKILL);
   EXPECT_EQ(kids.wait(head), 128 + SIGKILL);
   // Its slot and its two reserved permits are reclaimed: B has its two.
-  EXPECT_GE(shmsem_recover(s), 1);
+  // By this recover, or already by B's own death watch, which sees the
+  // pidfd of the dead head at a moment no test controls (the ASan suite
+  // of make test once found it done: recover returned 0).
+  EXPECT_GE(shmsem_recover(s), 0);
   b.t.join();
   ASSERT_EQ(b.result.load(), 0);
   EXPECT_COUNTS(s, 0, 3, 0, 0);

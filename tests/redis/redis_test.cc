@@ -18,6 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <string>
 #include <thread>
@@ -309,6 +310,115 @@ TEST_F(RedisPool, ShutdownFailsWaiters) {
   shmsem_lease_t l;
   EXPECT_EQ(shmsem_try_acquire(s_, &l), -ESHUTDOWN);
   EXPECT_EQ(shmsem_release(s_, &held), 0);  // still valid after shutdown
+}
+
+// SIGUSR1's handler for the interruptible-wait tests: counts its runs.
+std::atomic<int> g_usr1_runs{0};
+void on_usr1(int) { g_usr1_runs.fetch_add(1); }
+
+// The handler installed with SA_RESTART (a restartable wait must still end
+// when the flag asks for it), and removed again.
+class Usr1Handler {
+ public:
+  Usr1Handler() {
+    g_usr1_runs = 0;
+    struct sigaction sa {};
+    sa.sa_handler = on_usr1;
+    sa.sa_flags = SA_RESTART;
+    sigaction(SIGUSR1, &sa, &old_);
+  }
+  ~Usr1Handler() { sigaction(SIGUSR1, &old_, nullptr); }
+
+ private:
+  struct sigaction old_ {};
+};
+
+// Until the server shows `n` clients blocked (a waiter in its BLPOP).
+bool await_blocked(int n) {
+  const std::string want = "blocked_clients:" + std::to_string(n) + "\r";
+  const auto until = Clock::now() + std::chrono::seconds(20);
+  while (Clock::now() < until) {
+    const std::vector<std::string> r = g_server->command({"INFO", "clients"});
+    if (!r.empty() && r[0].find(want) != std::string::npos) return true;
+    std::this_thread::sleep_for(milliseconds(2));
+  }
+  return false;
+}
+
+uint64_t unblock_calls() {
+  const std::vector<std::string> r =
+      g_server->command({"INFO", "commandstats"});
+  const std::string key = "cmdstat_client|unblock:calls=";
+  const size_t at = r.empty() ? std::string::npos : r[0].find(key);
+  return at == std::string::npos ? 0
+                                 : std::stoull(r[0].substr(at + key.size()));
+}
+
+TEST_F(RedisPool, SignalEndsAnInterruptibleWaitWithEintrOwningNothing) {
+  make(1);
+  Usr1Handler handler;
+  shmsem_lease_t held;
+  ASSERT_EQ(shmsem_acquire(s_, &held), 0);
+  const uint64_t unblocks = unblock_calls();
+  std::atomic<int> result{1};
+  shmsem_lease_t l{};
+  std::thread t([&] {
+    result =
+        shmsem_acquire_ex(s_, nullptr, nullptr, SHMSEM_WAIT_INTERRUPTIBLE, &l);
+  });
+  ASSERT_TRUE(await_blocked(1));
+  // A signal that lands while the waiter is awake between two steps does
+  // not end the wait (shmsem_acquire_ex(3)); one that lands in its BLPOP
+  // does. So signal until the call returns: only its outcome is checked.
+  for (int i = 0; i < 200 && result == 1; i++) {
+    pthread_kill(t.native_handle(), SIGUSR1);
+    for (int k = 0; k < 50 && result == 1; k++)
+      std::this_thread::sleep_for(milliseconds(1));
+  }
+  if (result == 1) {  // the signals did not end it: end it, and fail
+    ASSERT_EQ(shmsem_release(s_, &held), 0);
+    t.join();
+    if (result == 0) EXPECT_EQ(shmsem_release(s_, &l), 0);
+    FAIL() << "no signal ended the interruptible wait";
+  }
+  t.join();
+  EXPECT_EQ(result, -EINTR);
+  EXPECT_GE(g_usr1_runs.load(), 1);
+  EXPECT_GT(unblock_calls(), unblocks) << "the waiter ended its own BLPOP";
+  EXPECT_TRUE(await_blocked(0));
+  const struct shmsem_stat st = pool_stat();
+  EXPECT_EQ(st.waiting, 0u);
+  EXPECT_EQ(st.cancellations, 1u);
+  EXPECT_EQ(st.held, 1u);
+  ASSERT_EQ(shmsem_release(s_, &held), 0);
+  EXPECT_EQ(pool_stat().available, 1u) << "nothing went to the interrupted";
+  EXPECT_EQ(shmsem_check(s_), 0);
+}
+
+TEST_F(RedisPool, SignalDoesNotEndAWaitWithoutTheInterruptibleFlag) {
+  make(1);
+  Usr1Handler handler;
+  shmsem_lease_t held;
+  ASSERT_EQ(shmsem_acquire(s_, &held), 0);
+  std::atomic<int> result{1};
+  shmsem_lease_t l{};
+  std::thread t(
+      [&] { result = shmsem_acquire_ex(s_, nullptr, nullptr, 0, &l); });
+  ASSERT_TRUE(await_blocked(1));
+  // Five signals, each handled before the next is sent (a pending one
+  // would absorb the next).
+  for (int i = 1; i <= 5; i++) {
+    pthread_kill(t.native_handle(), SIGUSR1);
+    for (int k = 0; k < 5000 && g_usr1_runs.load() < i; k++)
+      std::this_thread::sleep_for(milliseconds(1));
+    ASSERT_EQ(g_usr1_runs.load(), i);
+  }
+  EXPECT_EQ(result, 1) << "still waiting";
+  EXPECT_EQ(pool_stat().waiting, 1u);
+  ASSERT_EQ(shmsem_release(s_, &held), 0);  // grants the waiter
+  t.join();
+  ASSERT_EQ(result, 0);
+  EXPECT_EQ(shmsem_release(s_, &l), 0);
 }
 
 TEST_F(RedisPool, GrowingHandsPermitsToTheQueue) {

@@ -332,9 +332,10 @@ void shmsem_cancel_reset(shmsem_cancel_t *c);
  * -EINTR. One that runs while the waiter is briefly awake (a queued waiter
  * may wake every few milliseconds to look for dead holders) does not: to
  * end a wait reliably on a signal, receive it in a thread (sigwait(2),
- * signalfd(2)) and call shmsem_cancel. On a remote semaphore the flag is
- * accepted, but a signal does not end the wait (no -EINTR): cancel it
- * from a thread instead, as above. */
+ * signalfd(2)) and call shmsem_cancel. On a remote semaphore the same
+ * holds: a handler that runs while the waiter blocks on the server ends
+ * the wait (-EINTR, or 0 if the grant won); one that runs between two of
+ * its calls to the server does not. */
 #define SHMSEM_WAIT_INTERRUPTIBLE (1u << 0)
 
 /*

@@ -19,6 +19,10 @@
 // cancel_fire does not reach a mailbox yet). A non-blocking waiter's
 // thread (async.cc) runs the same wait; its canceller ends the BLPOP at
 // once (CLIENT UNBLOCK), so its BLPOPs are not cut to kCancelCheckMs.
+// An interruptible wait (SHMSEM_WAIT_INTERRUPTIBLE) whose BLPOP a signal
+// handler interrupted ends that BLPOP the same way, from its own thread on
+// the handle's main connection, and then leaves the queue as a cancel
+// does: -EINTR, or the lease if the grant won.
 #include <errno.h>
 #include <stdio.h>
 #include <time.h>
@@ -122,8 +126,9 @@ int take_message(Pool *p, const std::string &m, shmsem_lease_t *lease) {
 // deadline and a cancel handle; 0 when the deadline has passed.
 uint64_t next_block_ms(const Wait &w) {
   uint64_t ms = w.p->wttl_ms / 3 + 1;
-  // A canceller that unblocks the BLPOP itself (conn_id) needs no cut.
-  if (w.cancel && !w.conn_id && ms > kCancelCheckMs) ms = kCancelCheckMs;
+  // A canceller that unblocks the BLPOP itself needs no cut.
+  if (w.cancel && !w.cancel_unblocks && ms > kCancelCheckMs)
+    ms = kCancelCheckMs;
   if (w.deadline) {
     const uint64_t now = mono_ns(), d = ts_to_ns(*w.deadline);
     if (now >= d) return 0;
@@ -143,6 +148,18 @@ int call_timeout_ms(const Wait &w) {
   return left < uint64_t(io) ? int(left) : io;
 }
 
+// A signal handler interrupted an interruptible BLPOP: end it (CLIENT
+// UNBLOCK of the waiter's connection). true when that is done or cannot
+// be (the BLPOP then ends by its timeout); false to try again (the server
+// has not blocked it yet).
+bool interrupt(Wait &w) {
+  w.interrupted = true;
+  const int64_t id = w.conn_id->load(std::memory_order_relaxed);
+  if (id < 0) return true;
+  if (id == 0) return false;
+  return unblock_client(w.p, id, call_timeout_ms(w)) != 0;
+}
+
 // One BLPOP: 0 and the message, 1 nothing came, or -ECOMM.
 int block_once(Wait &w, Conn *c, uint64_t ms, std::string *msg) {
   if (c->stale()) c->close();
@@ -158,7 +175,10 @@ int block_once(Wait &w, Conn *c, uint64_t ms, std::string *msg) {
   const std::string secs = std::to_string(ms / 1000) + "." + frac;
   Reply r;
   const int slack = w.deadline ? kGraceMs : io_timeout_ms(w.p);
-  const int e = c->call({"BLPOP", w.key, secs}, int(ms) + slack, &r);
+  Conn::OnSignal on_signal;
+  if (w.interruptible) on_signal = [&w] { return interrupt(w); };
+  const int e = c->call({"BLPOP", w.key, secs}, int(ms) + slack, &r,
+                        w.interruptible ? &on_signal : nullptr);
   if (e < 0) return e;
   if (r.is_nil()) return 1;
   if (r.size() != 2 || !r.str(1, msg)) return kBadReply;
@@ -201,10 +221,17 @@ void pause_after_failure(const Wait &w, int failures) {
   nanosleep(&ts, nullptr);
 }
 
+// The end of an interrupted wait: leave the queue as a cancel does.
+int end_interrupted(Wait &w, shmsem_lease_t *lease) {
+  const int e = resolve(w.p, w.ticket, "cancel", lease, 0);
+  return e == -ECANCELED ? -EINTR : e;
+}
+
 int wait_loop(Wait &w, Conn *c, shmsem_lease_t *lease) {
   int failures = 0;
   uint64_t token_at = 0;  // told "R us": when the head's token is due
   for (;;) {
+    if (w.interrupted) return end_interrupted(w, lease);
     uint64_t ms = next_block_ms(w);
     if (ms == 0) return resolve(w.p, w.ticket, "timeout", lease, kGraceMs);
     if (w.cancel && cancel_fired(w.cancel))
@@ -220,6 +247,7 @@ int wait_loop(Wait &w, Conn *c, shmsem_lease_t *lease) {
       got = block_once(w, c, ms, &msg);
     if (got == 0 && rate_message(msg, &token_at)) continue;
     if (got == 0) return take_message(w.p, msg, lease);
+    if (w.interrupted) return end_interrupted(w, lease);
     if (got < 0) {
       if (++failures >= kMaxFailures && !w.deadline) return got;
       pause_after_failure(w, failures);
@@ -302,6 +330,11 @@ int redis_acquire(shmsem_t *s, uint32_t n, const timespec *deadline,
   if (flags & ~SHMSEM_WAIT_INTERRUPTIBLE) return -EINVAL;
   if (cancel && cancel_fired(cancel)) return -ECANCELED;
   Wait w{p, 0, deadline, cancel, ""};
+  std::atomic<int64_t> conn_id{0};
+  if (flags & SHMSEM_WAIT_INTERRUPTIBLE) {
+    w.conn_id = &conn_id;
+    w.interruptible = true;
+  }
   e = acquire_enqueue(s, n, deadline, lease, &w.ticket);
   if (e != 1) return e;
   return wait_queued(w, lease);

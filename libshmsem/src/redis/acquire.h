@@ -25,11 +25,18 @@ struct Wait {
   const timespec *deadline;
   shmsem_cancel_t *cancel;
   std::string key;
-  // Set by a waiter whose canceller ends its BLPOP with CLIENT UNBLOCK
-  // (async.cc): the wait keeps here the server's id of its connection (0
-  // not known yet, -1 unknowable), and its BLPOPs are not cut short to
-  // look at `cancel`.
+  // Set by a wait whose BLPOP may be ended with CLIENT UNBLOCK: the wait
+  // keeps here the server's id of its connection (0 not known yet, -1
+  // unknowable).
   std::atomic<int64_t> *conn_id = nullptr;
+  // The canceller ends the BLPOP itself (async.cc): BLPOPs are not cut
+  // short to look at `cancel`.
+  bool cancel_unblocks = false;
+  // SHMSEM_WAIT_INTERRUPTIBLE (needs conn_id): a signal handler that runs
+  // while the wait blocks in BLPOP ends it (`interrupted`, then -EINTR
+  // unless the grant won).
+  bool interruptible = false;
+  bool interrupted = false;
 };
 
 // -EBADF a read-only handle; -EINVAL `n` or `deadline`; else 0.

@@ -219,7 +219,8 @@ void *waiter_main(void *arg) {
   pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, nullptr);
   Wait w{
       rec->p,       rec->ticket, rec->has_deadline ? &rec->deadline : nullptr,
-      &rec->cancel, "",          &rec->conn_id};
+      &rec->cancel, "",          &rec->conn_id,
+      true};
   shmsem_lease_t lease{};
   rec->rc = wait_queued(w, &lease);
   rec->lease = lease;
@@ -263,27 +264,6 @@ uint64_t first_wake_by(const Record *rec) {
   return d > UINT64_MAX - kLateNs ? UINT64_MAX : d + kLateNs;
 }
 
-// CLIENT UNBLOCK `id` TIMEOUT on the handle's connection: 1 it was
-// blocked (its BLPOP now returns nil, or was served already), 0 it was
-// not, or an error (-ECOMM; -EPERM an error reply: ACL, a renamed
-// command).
-int unblock(Pool *p, int64_t id) {
-  std::lock_guard<std::mutex> lock(p->mu);
-  Conn *c = &p->main;
-  if (c->stale()) c->close();
-  if (!c->connected()) {
-    const int e = c->connect(p->ep, io_timeout_ms(p));
-    if (e < 0) return e;
-  }
-  Reply r;
-  const int e = c->call({"CLIENT", "UNBLOCK", std::to_string(id), "TIMEOUT"},
-                        io_timeout_ms(p), &r);
-  if (e < 0) return e;
-  const redisReply *x = r.get();
-  if (!x || x->type != REDIS_REPLY_INTEGER) return -EPERM;
-  return x->integer == 1 ? 1 : 0;
-}
-
 bool waiting(const Record *rec) {
   return rec->doorbell.load(std::memory_order_acquire) == rec->waiting;
 }
@@ -298,7 +278,8 @@ void unblock_until_done(Record *rec) {
       const int64_t id = rec->conn_id.load(std::memory_order_relaxed);
       // 1: the thread is on its way; an error: it will see the handle
       // when its BLPOP ends. 0 (or no id yet): try again shortly.
-      if (id > 0 && unblock(rec->p, id) != 0) unblocking = false;
+      if (id > 0 && unblock_client(rec->p, id, io_timeout_ms(rec->p)) != 0)
+        unblocking = false;
       if (id < 0) unblocking = false;
     }
     const uint64_t until = unblocking ? real_mono_ns() + pause : 0;
@@ -319,6 +300,23 @@ int complete(const Ref &ref, shmsem_waiter_t *w, shmsem_lease_t *lease) {
 }
 
 }  // namespace
+
+int unblock_client(Pool *p, int64_t id, int timeout_ms) {
+  std::lock_guard<std::mutex> lock(p->mu);
+  Conn *c = &p->main;
+  if (c->stale()) c->close();
+  if (!c->connected()) {
+    const int e = c->connect(p->ep, timeout_ms);
+    if (e < 0) return e;
+  }
+  Reply r;
+  const int e = c->call({"CLIENT", "UNBLOCK", std::to_string(id), "TIMEOUT"},
+                        timeout_ms, &r);
+  if (e < 0) return e;
+  const redisReply *x = r.get();
+  if (!x || x->type != REDIS_REPLY_INTEGER) return -EPERM;
+  return x->integer == 1 ? 1 : 0;
+}
 
 void publish_client_id(Conn *c, std::atomic<int64_t> *id, int timeout_ms) {
   Reply r;

@@ -15,6 +15,7 @@
 #include <atomic>
 
 #include "conn.h"
+#include "pool.h"
 
 namespace shmsem::detail {
 
@@ -37,6 +38,13 @@ void async_detach(shmsem_t *s);
 // be had: what the canceller's CLIENT UNBLOCK names (acquire.cc's
 // block_once calls it after each connect of a waiter's connection).
 void publish_client_id(Conn *c, std::atomic<int64_t> *id, int timeout_ms);
+
+// CLIENT UNBLOCK `id` TIMEOUT on the handle's main connection, within
+// timeout_ms: 1 it was blocked (its BLPOP now returns nil, or was served
+// already), 0 it was not, or an error (-ECOMM; -EPERM an error reply: ACL,
+// a renamed command). The canceller of a non-blocking waiter, and an
+// interruptible wait that took a signal (acquire.cc), end a BLPOP so.
+int unblock_client(Pool *p, int64_t id, int timeout_ms);
 
 }  // namespace shmsem::detail
 

@@ -22,6 +22,8 @@ timeval tv_of(int ms) {
   return tv;
 }
 
+constexpr uint64_t kSignalRetryNs = 10000000;
+
 bool is_string(const redisReply *e) {
   return e &&
          (e->type == REDIS_REPLY_STRING || e->type == REDIS_REPLY_STATUS) &&
@@ -50,19 +52,33 @@ int send_all(int fd, const char *buf, size_t len) {
 // signals often (a profiler, a timer) would wait for a silent server for
 // as long as they come. Here the time left is counted on the monotonic
 // clock, and only a readable socket is read (SO_RCVTIMEO stays as a bound
-// on that one read).
-int read_reply(redisContext *c, int timeout_ms, void **out) {
+// on that one read). After a signal handler ran (poll's EINTR),
+// `on_signal`, if given, is called until it says it is done (at most every
+// kSignalRetryNs), and the reply is still awaited.
+int read_reply(redisContext *c, int timeout_ms, void **out,
+               const Conn::OnSignal *on_signal) {
   if (timeout_ms < 1) timeout_ms = 1;  // as tv_of
   const uint64_t end = real_mono_ns() + uint64_t(timeout_ms) * 1000000;
+  bool pending = false, taken = false;  // a signal came; on_signal done
   for (;;) {
     if (redisGetReplyFromReader(c, out) != REDIS_OK) return -1;
     if (*out) return 0;
+    if (pending && (*on_signal)()) {
+      pending = false;
+      taken = true;
+    }
     const uint64_t now = real_mono_ns();
     if (now >= end) return -1;
+    uint64_t wait = end - now;
+    if (pending && wait > kSignalRetryNs) wait = kSignalRetryNs;
     pollfd p{c->fd, POLLIN, 0};
-    const int n = poll(&p, 1, int((end - now + 999999) / 1000000));
-    if (n < 0 && errno == EINTR) continue;  // the time left is recounted
-    if (n <= 0) return -1;
+    const int n = poll(&p, 1, int((wait + 999999) / 1000000));
+    if (n < 0 && errno == EINTR) {  // the time left is recounted
+      pending = on_signal && *on_signal && !taken;
+      continue;
+    }
+    if (n < 0) return -1;
+    if (n == 0) continue;  // a slice, or the end: counted above
     if (redisBufferRead(c) != REDIS_OK) return -1;
   }
 }
@@ -172,8 +188,8 @@ int Conn::connect(const Endpoint &ep, int timeout_ms) {
   return 0;
 }
 
-int Conn::call(const std::vector<std::string> &args, int timeout_ms,
-               Reply *out) {
+int Conn::call(const std::vector<std::string> &args, int timeout_ms, Reply *out,
+               const OnSignal *on_signal) {
   out->reset(nullptr);
   if (!c_) return -ECOMM;
   // Two setsockopt calls: only when the timeout changes.
@@ -204,7 +220,8 @@ int Conn::call(const std::vector<std::string> &args, int timeout_ms,
   const int sent = send_all(c_->fd, req, size_t(len));
   redisFreeCommand(req);
   void *r = nullptr;
-  if (sent != 0 || read_reply(c_, timeout_ms, &r) != 0 || !r || c_->err) {
+  if (sent != 0 || read_reply(c_, timeout_ms, &r, on_signal) != 0 || !r ||
+      c_->err) {
     if (r) freeReplyObject(r);
     close();
     return -ECOMM;

@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <stdint.h>
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -72,8 +73,13 @@ class Conn {
   // timeout). 0 with *out; -ECOMM if the server did not answer in time or
   // the connection broke (the connection is then closed: a late answer
   // must never be read as the next one's). An error reply is 0 with
-  // out->is_error().
-  int call(const std::vector<std::string> &args, int timeout_ms, Reply *out);
+  // out->is_error(). `on_signal`, if given, runs when a signal handler
+  // has interrupted the wait for the reply, and again every 10 ms until it
+  // returns true; the reply is still awaited (an interruptible BLPOP is
+  // ended through another connection, acquire.cc).
+  using OnSignal = std::function<bool()>;
+  int call(const std::vector<std::string> &args, int timeout_ms, Reply *out,
+           const OnSignal *on_signal = nullptr);
 
  private:
   redisContext *c_ = nullptr;

@@ -378,7 +378,9 @@ TEST_F(RedisPool, SignalEndsAnInterruptibleWaitWithEintrOwningNothing) {
   if (result == 1) {  // the signals did not end it: end it, and fail
     ASSERT_EQ(shmsem_release(s_, &held), 0);
     t.join();
-    if (result == 0) EXPECT_EQ(shmsem_release(s_, &l), 0);
+    if (result == 0) {
+      EXPECT_EQ(shmsem_release(s_, &l), 0);
+    }
     FAIL() << "no signal ended the interruptible wait";
   }
   t.join();
@@ -392,6 +394,47 @@ TEST_F(RedisPool, SignalEndsAnInterruptibleWaitWithEintrOwningNothing) {
   EXPECT_EQ(st.held, 1u);
   ASSERT_EQ(shmsem_release(s_, &held), 0);
   EXPECT_EQ(pool_stat().available, 1u) << "nothing went to the interrupted";
+  EXPECT_EQ(shmsem_check(s_), 0);
+}
+
+TEST_F(RedisPool, CancelHandleEndsABlockedWaitAtOnceAndCanBeUsedAgain) {
+  make(1);
+  shmsem_lease_t held, l{};
+  ASSERT_EQ(shmsem_acquire(s_, &held), 0);
+  shmsem_cancel_t cancel;
+  shmsem_cancel_init(&cancel);
+  std::atomic<int> result{1};
+  std::thread t(
+      [&] { result = shmsem_acquire_ex(s_, nullptr, &cancel, 0, &l); });
+  ASSERT_TRUE(await_blocked(1));  // in its BLPOP, the handle armed
+  const uint64_t unblocks = unblock_calls();
+  const auto t0 = Clock::now();
+  shmsem_cancel(&cancel);
+  t.join();
+  const auto took = Clock::now() - t0;
+  EXPECT_EQ(result, -ECANCELED);
+  EXPECT_GT(unblock_calls(), unblocks) << "the waiter ended its own BLPOP";
+  printf("remote blocking cancel took %lld us\n",
+         (long long)std::chrono::duration_cast<std::chrono::microseconds>(took)
+             .count());
+  struct shmsem_stat st = pool_stat();
+  EXPECT_EQ(st.waiting, 0u);
+  EXPECT_EQ(st.cancellations, 1u);
+  // Reset, the same handle serves a wait that the grant ends; a fire after
+  // that wait (the handle disarmed, its eventfd closed) touches nothing.
+  shmsem_cancel_reset(&cancel);
+  result = 1;
+  std::thread t2(
+      [&] { result = shmsem_acquire_ex(s_, nullptr, &cancel, 0, &l); });
+  ASSERT_TRUE(await_blocked(1));
+  ASSERT_EQ(shmsem_release(s_, &held), 0);  // grants the waiter
+  t2.join();
+  ASSERT_EQ(result, 0);
+  shmsem_cancel(&cancel);
+  EXPECT_EQ(shmsem_release(s_, &l), 0);
+  st = pool_stat();
+  EXPECT_EQ(st.available, 1u);
+  EXPECT_EQ(st.cancellations, 1u);
   EXPECT_EQ(shmsem_check(s_), 0);
 }
 

@@ -14,22 +14,25 @@
 // when its token is due ("R us", rate.h); it sleeps that long and asks
 // again through shmsem_wait_renew, which grants it then.
 //
-// A cancel handle fired by another thread is seen when the current BLPOP
-// ends: at most kCancelCheckMs later (docs/REDIS.md: the shm backend's
-// cancel_fire does not reach a mailbox yet). A non-blocking waiter's
-// thread (async.cc) runs the same wait; its canceller ends the BLPOP at
-// once (CLIENT UNBLOCK), so its BLPOPs are not cut to kCancelCheckMs.
-// An interruptible wait (SHMSEM_WAIT_INTERRUPTIBLE) whose BLPOP a signal
-// handler interrupted ends that BLPOP the same way, from its own thread on
-// the handle's main connection, and then leaves the queue as a cancel
-// does: -EINTR, or the lease if the grant won.
+// A blocking acquire's cancel handle is armed with an eventfd that the
+// waiter's poll watches: shmsem_cancel writes it (wake_cancelled), the
+// waiter ends its own BLPOP with CLIENT UNBLOCK through the handle's main
+// connection (end_blpop), reads the BLPOP's reply and, unless it was the
+// grant, leaves the queue (shmsem_cancel): -ECANCELED. An interruptible
+// wait (SHMSEM_WAIT_INTERRUPTIBLE) whose BLPOP a signal handler
+// interrupted ends it the same way: -EINTR. Without an eventfd (none to
+// be had) the handle is looked at every kCancelCheckMs. A non-blocking
+// waiter's thread (async.cc) runs the same wait; its canceller ends the
+// BLPOP with CLIENT UNBLOCK from its own thread.
 #include <errno.h>
 #include <stdio.h>
+#include <sys/eventfd.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "acquire.h"
 #include "async.h"
+#include "cancel.h"
 #include "cancel_handle.h"
 #include "clock.h"
 #include "ops.h"
@@ -148,12 +151,13 @@ int call_timeout_ms(const Wait &w) {
   return left < uint64_t(io) ? int(left) : io;
 }
 
-// A signal handler interrupted an interruptible BLPOP: end it (CLIENT
-// UNBLOCK of the waiter's connection). true when that is done or cannot
-// be (the BLPOP then ends by its timeout); false to try again (the server
-// has not blocked it yet).
-bool interrupt(Wait &w) {
-  w.interrupted = true;
+// The cancel handle fired, or a signal handler interrupted an
+// interruptible BLPOP (`signalled`): end the BLPOP (CLIENT UNBLOCK of the
+// waiter's connection). true when that is done or cannot be (the BLPOP
+// then ends by its timeout); false to try again (the server has not
+// blocked it yet).
+bool end_blpop(Wait &w, bool signalled) {
+  if (signalled) w.interrupted = true;
   const int64_t id = w.conn_id->load(std::memory_order_relaxed);
   if (id < 0) return true;
   if (id == 0) return false;
@@ -175,10 +179,13 @@ int block_once(Wait &w, Conn *c, uint64_t ms, std::string *msg) {
   const std::string secs = std::to_string(ms / 1000) + "." + frac;
   Reply r;
   const int slack = w.deadline ? kGraceMs : io_timeout_ms(w.p);
-  Conn::OnSignal on_signal;
-  if (w.interruptible) on_signal = [&w] { return interrupt(w); };
+  Conn::Wake wake;
+  wake.fd = w.wake_fd;
+  wake.on_signal = w.interruptible;
+  wake.end = [&w](bool signalled) { return end_blpop(w, signalled); };
+  const bool wakes = w.interruptible || w.wake_fd >= 0;
   const int e = c->call({"BLPOP", w.key, secs}, int(ms) + slack, &r,
-                        w.interruptible ? &on_signal : nullptr);
+                        wakes ? &wake : nullptr);
   if (e < 0) return e;
   if (r.is_nil()) return 1;
   if (r.size() != 2 || !r.str(1, msg)) return kBadReply;
@@ -319,6 +326,35 @@ int wait_queued(Wait &w, shmsem_lease_t *lease) {
   return e;
 }
 
+namespace {
+
+// The cancel handle's withdraw for a Redis wait (cancel_fire, in the
+// canceller's thread): wake the waiter's poll through its eventfd.
+void wake_cancelled(shmsem_t *, uint32_t, uint64_t fd) {
+  const uint64_t one = 1;
+  (void)!write(int(fd), &one, sizeof one);
+}
+
+// wait_queued with w.cancel armed (cancel_arm) on an eventfd its BLPOPs
+// watch, so a fire ends the wait at once; disarmed before the eventfd is
+// closed (a canceller still in wake_cancelled is waited for).
+int wait_cancellable(Wait &w, shmsem_lease_t *lease) {
+  const int fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (fd < 0) return wait_queued(w, lease);  // looked at every 100 ms
+  if (!cancel_arm(w.cancel, nullptr, 0, uint64_t(fd), wake_cancelled)) {
+    close(fd);
+    return resolve(w.p, w.ticket, "cancel", lease, 0);
+  }
+  w.wake_fd = fd;
+  w.cancel_unblocks = true;
+  const int e = wait_queued(w, lease);
+  cancel_disarm(w.cancel);
+  close(fd);
+  return e;
+}
+
+}  // namespace
+
 int redis_acquire(shmsem_t *s, uint32_t n, const timespec *deadline,
                   shmsem_cancel_t *cancel, unsigned flags,
                   shmsem_lease_t *lease) {
@@ -331,13 +367,12 @@ int redis_acquire(shmsem_t *s, uint32_t n, const timespec *deadline,
   if (cancel && cancel_fired(cancel)) return -ECANCELED;
   Wait w{p, 0, deadline, cancel, ""};
   std::atomic<int64_t> conn_id{0};
-  if (flags & SHMSEM_WAIT_INTERRUPTIBLE) {
-    w.conn_id = &conn_id;
-    w.interruptible = true;
-  }
+  w.interruptible = (flags & SHMSEM_WAIT_INTERRUPTIBLE) != 0;
+  // Its BLPOPs may be ended: their connection's id is published first.
+  if (w.interruptible || cancel) w.conn_id = &conn_id;
   e = acquire_enqueue(s, n, deadline, lease, &w.ticket);
   if (e != 1) return e;
-  return wait_queued(w, lease);
+  return cancel ? wait_cancellable(w, lease) : wait_queued(w, lease);
 }
 
 }  // namespace shmsem::detail

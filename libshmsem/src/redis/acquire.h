@@ -37,6 +37,9 @@ struct Wait {
   // unless the grant won).
   bool interruptible = false;
   bool interrupted = false;
+  // Readable when the armed cancel handle fired (an eventfd; -1 none):
+  // the BLPOP is ended as for a signal, and the wait sees `cancel` fired.
+  int wake_fd = -1;
 };
 
 // -EBADF a read-only handle; -EINVAL `n` or `deadline`; else 0.

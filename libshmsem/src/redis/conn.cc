@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/time.h>
+#include <unistd.h>
 
 namespace shmsem::detail {
 namespace {
@@ -22,7 +23,14 @@ timeval tv_of(int ms) {
   return tv;
 }
 
-constexpr uint64_t kSignalRetryNs = 10000000;
+constexpr uint64_t kWakeRetryNs = 10000000;
+
+// Read what an eventfd (or a pipe) holds, so it polls quiet again.
+void drain(int fd) {
+  uint64_t buf[8];
+  while (read(fd, buf, sizeof buf) > 0) {
+  }
+}
 
 bool is_string(const redisReply *e) {
   return e &&
@@ -52,33 +60,39 @@ int send_all(int fd, const char *buf, size_t len) {
 // signals often (a profiler, a timer) would wait for a silent server for
 // as long as they come. Here the time left is counted on the monotonic
 // clock, and only a readable socket is read (SO_RCVTIMEO stays as a bound
-// on that one read). After a signal handler ran (poll's EINTR),
-// `on_signal`, if given, is called until it says it is done (at most every
-// kSignalRetryNs), and the reply is still awaited.
+// on that one read). With `wake` (Conn::call), a wake-up calls wake->end
+// until it says it is done (at most every kWakeRetryNs), and the reply is
+// still awaited.
 int read_reply(redisContext *c, int timeout_ms, void **out,
-               const Conn::OnSignal *on_signal) {
+               const Conn::Wake *wake) {
   if (timeout_ms < 1) timeout_ms = 1;  // as tv_of
   const uint64_t end = real_mono_ns() + uint64_t(timeout_ms) * 1000000;
-  bool pending = false, taken = false;  // a signal came; on_signal done
+  bool pending = false, ended = false;  // woken; wake->end done
+  bool signalled = false;
+  pollfd p[2] = {{c->fd, POLLIN, 0}, {wake ? wake->fd : -1, POLLIN, 0}};
   for (;;) {
     if (redisGetReplyFromReader(c, out) != REDIS_OK) return -1;
     if (*out) return 0;
-    if (pending && (*on_signal)()) {
+    if (pending && wake->end(signalled)) {
       pending = false;
-      taken = true;
+      ended = true;
     }
     const uint64_t now = real_mono_ns();
     if (now >= end) return -1;
     uint64_t wait = end - now;
-    if (pending && wait > kSignalRetryNs) wait = kSignalRetryNs;
-    pollfd p{c->fd, POLLIN, 0};
-    const int n = poll(&p, 1, int((wait + 999999) / 1000000));
+    if (pending && wait > kWakeRetryNs) wait = kWakeRetryNs;
+    const int n = poll(p, p[1].fd >= 0 ? 2 : 1, int((wait + 999999) / 1000000));
     if (n < 0 && errno == EINTR) {  // the time left is recounted
-      pending = on_signal && *on_signal && !taken;
+      if (wake && wake->on_signal && !ended) pending = signalled = true;
       continue;
     }
     if (n < 0) return -1;
-    if (n == 0) continue;  // a slice, or the end: counted above
+    if (p[1].fd >= 0 && p[1].revents) {
+      drain(p[1].fd);
+      p[1].fd = -1;  // once is enough
+      if (!ended) pending = true;
+    }
+    if (!(p[0].revents & (POLLIN | POLLERR | POLLHUP))) continue;
     if (redisBufferRead(c) != REDIS_OK) return -1;
   }
 }
@@ -189,7 +203,7 @@ int Conn::connect(const Endpoint &ep, int timeout_ms) {
 }
 
 int Conn::call(const std::vector<std::string> &args, int timeout_ms, Reply *out,
-               const OnSignal *on_signal) {
+               const Wake *wake) {
   out->reset(nullptr);
   if (!c_) return -ECOMM;
   // Two setsockopt calls: only when the timeout changes.
@@ -220,8 +234,7 @@ int Conn::call(const std::vector<std::string> &args, int timeout_ms, Reply *out,
   const int sent = send_all(c_->fd, req, size_t(len));
   redisFreeCommand(req);
   void *r = nullptr;
-  if (sent != 0 || read_reply(c_, timeout_ms, &r, on_signal) != 0 || !r ||
-      c_->err) {
+  if (sent != 0 || read_reply(c_, timeout_ms, &r, wake) != 0 || !r || c_->err) {
     if (r) freeReplyObject(r);
     close();
     return -ECOMM;

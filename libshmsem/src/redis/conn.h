@@ -73,13 +73,20 @@ class Conn {
   // timeout). 0 with *out; -ECOMM if the server did not answer in time or
   // the connection broke (the connection is then closed: a late answer
   // must never be read as the next one's). An error reply is 0 with
-  // out->is_error(). `on_signal`, if given, runs when a signal handler
-  // has interrupted the wait for the reply, and again every 10 ms until it
-  // returns true; the reply is still awaited (an interruptible BLPOP is
-  // ended through another connection, acquire.cc).
-  using OnSignal = std::function<bool()>;
+  // out->is_error(). With `wake`, the wait for the reply is woken by
+  // wake->fd turning readable (drained then) or, if wake->on_signal, by a
+  // signal handler that ran (poll's EINTR); then wake->end(signalled) runs,
+  // and again every 10 ms until it returns true, and the reply is still
+  // awaited (`signalled`: a signal was among the wake-ups). A
+  // cancelled or interrupted BLPOP is so ended through another connection
+  // (acquire.cc).
+  struct Wake {
+    int fd = -1;
+    bool on_signal = false;
+    std::function<bool(bool signalled)> end;
+  };
   int call(const std::vector<std::string> &args, int timeout_ms, Reply *out,
-           const OnSignal *on_signal = nullptr);
+           const Wake *wake = nullptr);
 
  private:
   redisContext *c_ = nullptr;

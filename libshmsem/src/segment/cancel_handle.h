@@ -2,9 +2,11 @@
 // its layout and state; the transitions are in wait/cancel.cc.
 //   IDLE --arm (waiter, CAS)--> ARMED --disarm (waiter, CAS)--> IDLE
 //   IDLE|ARMED --fire (any thread, exchange)--> FIRED --reset--> IDLE
-// A canceller that finds ARMED performs the shared WAITING->CANCELLED
-// transition itself (a flag plus a wake could be lost). `inflight` counts
-// cancellers inside the segment; a disarming waiter that finds FIRED waits
+// A canceller that finds ARMED calls `withdraw`, which the arming waiter's
+// backend chose: the shm backend's performs the shared WAITING->CANCELLED
+// transition itself (a flag plus a wake could be lost); the Redis
+// backend's wakes the waiter's poll (docs/REDIS.md). `inflight` counts
+// cancellers inside `withdraw`; a disarming waiter that finds FIRED waits
 // for it to drop to 0, so its caller may detach at once.
 #ifndef SHMSEM_SRC_CANCEL_HANDLE_H
 #define SHMSEM_SRC_CANCEL_HANDLE_H
@@ -19,12 +21,15 @@ enum CancelState : uint32_t {
   kCancelFired = 2
 };
 
+using CancelWithdraw = void (*)(shmsem_t *s, uint32_t slot, uint64_t ticket);
+
 struct CancelImpl {
   std::atomic<uint32_t> state;
   std::atomic<uint32_t> inflight;
   shmsem_t *s;
   uint32_t slot;
   uint64_t ticket;
+  CancelWithdraw withdraw;
 };
 static_assert(sizeof(CancelImpl) <= sizeof(shmsem_cancel_t));
 

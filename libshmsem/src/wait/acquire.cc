@@ -281,7 +281,7 @@ int acquire(shmsem_t *s, uint32_t weight, const timespec *deadline_ts,
   int type;
   pthread_setcanceltype(PTHREAD_CANCEL_DEFERRED, &type);
   if (type != PTHREAD_CANCEL_DEFERRED) pthread_setcanceltype(type, nullptr);
-  if (cancel && !cancel_arm(cancel, s, w.slot, w.ticket))
+  if (cancel && !cancel_arm(cancel, s, w.slot, w.ticket, waiter_cancel_remote))
     return waiter_abandon(s, w, -ECANCELED, &limit, lease);
   Wait x{s,
          w,

@@ -4,18 +4,18 @@
 #include <string.h>
 
 #include "futex.h"
-#include "waiter.h"
 
 namespace shmsem::detail {
 
-bool cancel_arm(shmsem_cancel_t *c, shmsem_t *s, uint32_t slot,
-                uint64_t ticket) {
+bool cancel_arm(shmsem_cancel_t *c, shmsem_t *s, uint32_t slot, uint64_t ticket,
+                CancelWithdraw withdraw) {
   CancelImpl *ci = cancel_impl(c);
   ci->s = s;
   ci->slot = slot;
   ci->ticket = ticket;
+  ci->withdraw = withdraw;
   uint32_t expected = kCancelIdle;
-  // Release: a canceller that sees ARMED sees s/slot/ticket.
+  // Release: a canceller that sees ARMED sees s/slot/ticket/withdraw.
   return ci->state.compare_exchange_strong(expected, kCancelArmed,
                                            std::memory_order_acq_rel);
 }
@@ -38,7 +38,7 @@ void cancel_fire(shmsem_cancel_t *c) {
   CancelImpl *ci = cancel_impl(c);
   ci->inflight.fetch_add(1, std::memory_order_acq_rel);
   uint32_t prev = ci->state.exchange(kCancelFired, std::memory_order_acq_rel);
-  if (prev == kCancelArmed) waiter_cancel_remote(ci->s, ci->slot, ci->ticket);
+  if (prev == kCancelArmed) ci->withdraw(ci->s, ci->slot, ci->ticket);
   if (ci->inflight.fetch_sub(1, std::memory_order_acq_rel) == 1)
     futex_wake_private(&ci->inflight, INT_MAX);
 }

@@ -7,9 +7,10 @@
 
 namespace shmsem::detail {
 
-// false: already fired, do not wait.
-bool cancel_arm(shmsem_cancel_t *c, shmsem_t *s, uint32_t slot,
-                uint64_t ticket);
+// false: already fired, do not wait. A fire while armed calls
+// withdraw(s, slot, ticket) in the canceller's thread.
+bool cancel_arm(shmsem_cancel_t *c, shmsem_t *s, uint32_t slot, uint64_t ticket,
+                CancelWithdraw withdraw);
 void cancel_disarm(shmsem_cancel_t *c);
 void cancel_fire(shmsem_cancel_t *c);
 // FIRED (or IDLE) -> IDLE: the handle may be used again (shmsem_cancel_reset).

@@ -129,9 +129,12 @@ int take_message(Pool *p, const std::string &m, shmsem_lease_t *lease) {
 // deadline and a cancel handle; 0 when the deadline has passed.
 uint64_t next_block_ms(const Wait &w) {
   uint64_t ms = w.p->wttl_ms / 3 + 1;
-  // A canceller that unblocks the BLPOP itself needs no cut.
-  if (w.cancel && !w.cancel_unblocks && ms > kCancelCheckMs)
-    ms = kCancelCheckMs;
+  // A canceller that unblocks the BLPOP itself needs no cut, unless the
+  // connection's id could not be had (CLIENT ID refused: -1).
+  const bool unblockable =
+      w.cancel_unblocks &&
+      !(w.conn_id && w.conn_id->load(std::memory_order_relaxed) < 0);
+  if (w.cancel && !unblockable && ms > kCancelCheckMs) ms = kCancelCheckMs;
   if (w.deadline) {
     const uint64_t now = mono_ns(), d = ts_to_ns(*w.deadline);
     if (now >= d) return 0;

@@ -92,7 +92,7 @@ int read_reply(redisContext *c, int timeout_ms, void **out,
       p[1].fd = -1;  // once is enough
       if (!ended) pending = true;
     }
-    if (!(p[0].revents & (POLLIN | POLLERR | POLLHUP))) continue;
+    if (!(p[0].revents & (POLLIN | POLLERR | POLLHUP | POLLNVAL))) continue;
     if (redisBufferRead(c) != REDIS_OK) return -1;
   }
 }

@@ -208,7 +208,7 @@ int run_create(const CreateOptions &o) {
               "it first with 'shmsem rm %s' to change them (the capacity "
               "alone changes with 'shmsem set')\n",
               printable(o.name).c_str(), was.c_str(),
-              printable(o.name).c_str());
+              command_word(o.name).c_str());
       return kExitExists;
     }
   }

@@ -203,6 +203,10 @@ Json to_json(const Snapshot &s) {
                {"gid", s.gid},
                {"group", s.group.empty() ? Json(nullptr) : Json(s.group)}};
   if (is_remote_name(s.name)) j["file"] = nullptr;  // on a server: no file
+  // A remote semaphore's lease TTL (null: a local one's leases never expire).
+  j["lease_ttl_ns"] = s.lease_ttl_ms
+                          ? Json(uint64_t(s.lease_ttl_ms) * 1000000ull)
+                          : Json(nullptr);
   j["created"] = format_time(s.created_unix_ns, true);
   j["holders"] = Json::array();
   for (const Holder &h : s.holders) j["holders"].push_back(holder_json(h));
@@ -257,6 +261,9 @@ void render_summary(const Snapshot &s, FILE *f) {
     kv.erase(std::remove_if(kv.begin(), kv.end(),
                             [](const auto &row) { return row[0] == "file"; }),
              kv.end());
+  if (s.lease_ttl_ms)  // after "waiting": how long an unrenewed lease lasts
+    kv.insert(kv.begin() + 7,
+              {"lease ttl", format_duration(s.lease_ttl_ms * 1000000ull)});
   kv.insert(kv.begin() + 3, {"policy", policy_text(st)});
   if (st.rate) kv.insert(kv.begin() + 3, {"rate", rate_text(s)});
   if (s.overdue) {
@@ -307,7 +314,7 @@ void render_holders(const Snapshot &s, FILE *f) {
             permits_text(dead.permits).c_str(),
             dead.leases == 1 ? "is held" : "are held",
             dead.leases == 1 ? "a process" : "processes",
-            printable(s.name).c_str(), dead.leases == 1 ? "it" : "them");
+            command_word(s.name).c_str(), dead.leases == 1 ? "it" : "them");
 }
 
 // The queue's table, and when a rate-limited head gets its token.

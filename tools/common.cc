@@ -139,6 +139,22 @@ size_t printable_utf8_at(const std::string &s, size_t i) {
 
 }  // namespace
 
+std::string command_word(const std::string &name) {
+  const std::string p = printable(name);
+  const bool plain =
+      !p.empty() && p.find_first_not_of(
+                        "abcdefghijklmnopqrstuvwxyz"
+                        "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                        "0123456789/_.:+=@%,-") == std::string::npos;
+  if (plain) return p;
+  std::string out = "\"";
+  for (char c : p) {
+    if (c == '\\' || c == '"' || c == '$' || c == '`') out += '\\';
+    out += c;
+  }
+  return out + "\"";
+}
+
 std::string printable(const std::string &text) {
   std::string out;
   out.reserve(text.size());
@@ -427,37 +443,39 @@ namespace {
 // useful.
 std::string hint_for(int err, const std::string &name,
                      const std::string &verb) {
+  // A path for the eye, and a word for a command line to copy.
+  const std::string shown = printable(name), word = command_word(name);
   switch (-err) {
     case ENOENT:
       // Removing or closing what is not there is no reason to create it.
       if (verb == "rm") return "";
       if (verb == "recover" || verb == "shutdown") return "see 'shmsem list'";
-      return "create it with 'shmsem create " + name +
+      return "create it with 'shmsem create " + word +
              " --permits N', or see 'shmsem list'";
     case EACCES:
-      return "check the owner and mode of /dev/shm" + name +
+      return "check the owner and mode of /dev/shm" + shown +
              " ('shmsem create --mode' sets them)";
     case ESHUTDOWN:
-      return "it was shut down; remove it with 'shmsem rm " + name +
+      return "it was shut down; remove it with 'shmsem rm " + word +
              "' and create it again";
     case EBUSY:
       return "too many processes are queued; create it with a larger "
              "--max-waiters";
     case EBADMSG:
       return "it is not a shmsem semaphore (or is damaged); check /dev/shm" +
-             name;
+             shown;
     case EPROTO:
       return "it was created by another, incompatible version of shmsem";
     case EXDEV:
       return "use it from the PID namespace (container) that created it";
     case EEXIST:
       return "use the existing one, or remove it first with 'shmsem rm " +
-             name + "'";
+             word + "'";
     case EIO:
       return "the file shrank while it was being read: someone truncated "
              "it, and every process using it may crash with SIGBUS";
     case EUCLEAN:
-      return "run 'shmsem status " + name + "' and report this as a bug";
+      return "run 'shmsem status " + word + "' and report this as a bug";
     default:
       return "";
   }
@@ -466,7 +484,7 @@ std::string hint_for(int err, const std::string &name,
 }  // namespace
 
 void report_error(const char *verb, const std::string &name, int err) {
-  std::string hint = hint_for(err, printable(name), verb);
+  std::string hint = hint_for(err, name, verb);
   fprintf(stderr, "shmsem: %s %s: %s%s%s\n", verb, printable(name).c_str(),
           shmsem_strerror(err), hint.empty() ? "" : "; ", hint.c_str());
 }

@@ -38,6 +38,10 @@ std::string name_or_place_problem(const std::string &arg);
 // /dev/shm, command lines and comm are chosen by other users, and a name
 // with an escape sequence in it must not repaint the operator's terminal.
 std::string printable(const std::string &text);
+// printable(name) as one word of a suggested command line: as it is when
+// only letters, digits and /_.:+=@%,- are in it, else in double quotes
+// (\, ", $ and ` escaped), so that a redis+unix name's '?' is not a glob.
+std::string command_word(const std::string &name);
 
 // Parse a whole number written in decimal digits, `min` to `max`: the one
 // reader of every numeric option (through decimal() in commands.h for those

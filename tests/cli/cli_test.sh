@@ -108,7 +108,7 @@ StatusJsonHasStableFields() {
 	bg "$SHMSEM" run "$n" -- sleep 600
 	wait_for 5 "d['held'] == 1" "$n"
 	expect_rc 0 "$SHMSEM" status --json "$n"
-	expect_json "list(d.keys())" "['version', 'name', 'state', 'capacity', 'max_permits', 'created_permits', 'retiring', 'max_waiters', 'available', 'held', 'reserved', 'waiting', 'rate', 'policy', 'max_bypass_ns', 'hand_off', 'file', 'created', 'holders', 'waiters', 'queue_rebuilt', 'counters', 'wait_ns', 'hold_ns', 'overdue', 'overdue_permits', 'damaged']"
+	expect_json "list(d.keys())" "['version', 'name', 'state', 'capacity', 'max_permits', 'created_permits', 'retiring', 'max_waiters', 'available', 'held', 'reserved', 'waiting', 'rate', 'policy', 'max_bypass_ns', 'hand_off', 'file', 'lease_ttl_ns', 'created', 'holders', 'waiters', 'queue_rebuilt', 'counters', 'wait_ns', 'hold_ns', 'overdue', 'overdue_permits', 'damaged']"
 	expect_json "d['version'], d['name'], d['state']" "(1, '$n', 'open')"
 	expect_json "d['capacity'], d['max_waiters'], d['available'], d['held'], d['reserved'], d['waiting']" "(2, 8, 1, 1, 0, 0)"
 	expect_json "d['max_permits'], d['created_permits'], d['retiring'], d['rate']" "(2, 2, 0, None)"

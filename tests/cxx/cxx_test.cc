@@ -99,6 +99,29 @@ TEST(Lease, ReleasesOnScopeExit) {
   EXPECT_INVARIANTS(seg.get());
 }
 
+// A local lease has a generation (its token's) but no grant sequence.
+TEST(Lease, LocalLeaseHasAGenerationButNoSequence) {
+  Segment seg(1);
+  auto sem = semaphore::open(seg.name());
+  lease l = sem.acquire();
+  EXPECT_EQ(l.generation(), l.token().gen);
+  EXPECT_GT(l.generation(), 0u);
+  try {
+    (void)l.sequence();
+    ADD_FAILURE() << "sequence() of a local lease";
+  } catch (const std::system_error &e) {
+    EXPECT_EQ(e.code().value(), EOPNOTSUPP);
+  }
+  l.release();
+  EXPECT_EQ(l.generation(), 0u);
+  try {
+    (void)l.sequence();
+    ADD_FAILURE() << "sequence() of an empty lease";
+  } catch (const std::system_error &e) {
+    EXPECT_EQ(e.code().value(), EINVAL);
+  }
+}
+
 TEST(Lease, ReleasesWhenTheTaskThrows) {
   Segment seg(1);
   auto sem = semaphore::open(seg.name());

@@ -11,6 +11,7 @@
 #include <pthread.h>
 #include <shmsem/inspect.h>
 #include <shmsem/shmsem.h>
+#include <shmsem/shmsem.hpp>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -494,6 +495,22 @@ TEST_F(RedisPool, FencingGenerationAndSequenceGrow) {
   EXPECT_GT(seq_b, seq_a);
   EXPECT_EQ(shmsem_lease_sequence(s_, &a, &seq_a), -EALREADY);
   EXPECT_EQ(shmsem_release(s_, &b), 0);
+}
+
+// The C++ lease shows the same numbers (shmsem.hpp).
+TEST_F(RedisPool, CxxLeaseShowsItsFencingNumbers) {
+  make(1);
+  auto sem = shmsem::semaphore::open(name_);
+  shmsem::lease a = sem.acquire();
+  const uint64_t gen_a = a.generation(), seq_a = a.sequence();
+  uint64_t seq = 0;
+  ASSERT_EQ(shmsem_lease_sequence(sem.native_handle(), &a.token(), &seq), 0);
+  EXPECT_EQ(seq_a, seq);
+  EXPECT_EQ(gen_a, a.token().gen);
+  a.release();
+  shmsem::lease b = sem.acquire();
+  EXPECT_GT(b.generation(), gen_a);
+  EXPECT_GT(b.sequence(), seq_a);
 }
 
 // Generations and the sequence belong to the pool, not its name: a pool

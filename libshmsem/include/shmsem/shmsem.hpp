@@ -639,6 +639,21 @@ class lease {
   [[nodiscard]] std::uint32_t resource() const noexcept {
     return shmsem_lease_resource(&token_);
   }
+  // Fencing (shmsem(7), "Across hosts"): the generation of the lease's
+  // index, token().gen (0 when empty), and the number of the grant that
+  // made it, shmsem_lease_sequence(): a remote semaphore's only. sequence()
+  // throws std::system_error: EOPNOTSUPP a local semaphore, EINVAL an
+  // empty lease, EKEYEXPIRED / EALREADY a lease taken back or released,
+  // ECOMM, EIDRM; no round trip for a lease this process holds.
+  [[nodiscard]] std::uint64_t generation() const noexcept { return token_.gen; }
+  [[nodiscard]] std::uint64_t sequence() const {
+    if (!s_)
+      cxx_internal::throw_error(-EINVAL, "shmsem: sequence: empty lease");
+    std::uint64_t seq = 0;
+    const int r = shmsem_lease_sequence(s_, &token_, &seq);
+    if (r < 0) cxx_internal::throw_error(r, "shmsem: sequence");
+    return seq;
+  }
   // The handle the permit will be released through (nullptr when empty).
   [[nodiscard]] shmsem_t *native_handle() const noexcept { return s_; }
   // The permits this lease holds: the n it was acquired with (1 for the

@@ -165,6 +165,15 @@ RemoteNamesAndSettingsSaidPlainly() {
   [ $? -eq 4 ] || fail "another TTL must exit 4"
   grep -Fq -- "already exists with --permits 2 --max-waiters 1024 --lease-ttl 2s" \
     "$dir/err" || fail "the TTL is not named: $(cat "$dir/err")"
+  # A name with '?' is quoted where a command line is suggested.
+  grep -Fq -- "'shmsem rm \"$n\"'" "$dir/err" \
+    || fail "the rm suggestion is not quoted: $(cat "$dir/err")"
+  "$SHMSEM" status "$(name nothere)" 2>"$dir/err"
+  grep -Fq -- "'shmsem create \"$(name nothere)\" --permits N'" "$dir/err" \
+    || fail "the create suggestion is not quoted: $(cat "$dir/err")"
+  "$SHMSEM" status "$n" | grep -Eq "^lease ttl +2s$" || fail "no lease ttl line"
+  "$SHMSEM" status "$n" --json | grep -q '"lease_ttl_ns": 2000000000' \
+    || fail "no lease_ttl_ns"
   "$SHMSEM" status "$at" 2>"$dir/err"
   [ $? -eq 2 ] || fail "a server given as a pool must be a usage error"
   grep -Fq "is a server, not a semaphore: name one of its pools with ?pool=POOL; 'shmsem list $at' lists them" \

@@ -323,6 +323,52 @@ TEST(Cancel, FiredHandleFailsAtOnceUntilReset) {
   EXPECT_EQ(shmsem_acquire_ex(s, nullptr, nullptr, 0x40, &l), -EINVAL);
 }
 
+// A fork child's copy of a handle its parent armed (a thread of the parent
+// is queued with it) is the child's alone: firing it withdraws nothing of
+// the parent's (before, the child cancelled the parent's wait), and the
+// child may wait with it (before, its arm failed: -ECANCELED at once).
+TEST(Cancel, ForkChildsCopyOfAnArmedHandleIsTheChildsAlone) {
+  Segment seg(1);
+  shmsem_t *s = seg.get();
+  shmsem_lease_t held;
+  ASSERT_EQ(shmsem_acquire(s, &held), 0);
+  shmsem_cancel_t c;
+  shmsem_cancel_init(&c);
+  WaiterThread w;
+  w.start(1, [&](shmsem_lease_t *l) {
+    return shmsem_acquire_ex(s, nullptr, &c, 0, l);
+  });
+  ASSERT_TRUE(waiting_is(s, 1));  // queued, the handle armed
+  Children kids;
+  const pid_t waits = kids.spawn([&] {
+    shmsem_lease_t l;
+    timespec at;
+    clock_gettime(CLOCK_MONOTONIC, &at);
+    at.tv_nsec += 20 * long(kMs);
+    if (at.tv_nsec >= 1000000000) {
+      at.tv_sec++;
+      at.tv_nsec -= 1000000000;
+    }
+    const int r = shmsem_acquire_ex(s, &at, &c, 0, &l);
+    return r == -ETIMEDOUT ? 0 : 10 - r;
+  });
+  EXPECT_EQ(kids.wait(waits), 0) << "the child's wait with its copy";
+  const pid_t fires = kids.spawn([&] {
+    shmsem_cancel(&c);
+    return 0;
+  });
+  ASSERT_EQ(kids.wait(fires), 0);
+  EXPECT_TRUE(waiting_is(s, 1)) << "the parent's wait is still queued";
+  ASSERT_EQ(shmsem_release(s, &held), 0);
+  w.join();
+  EXPECT_EQ(w.result, 0);
+  EXPECT_EQ(shmsem_release(s, &w.lease), 0);
+  struct shmsem_stat st;
+  shmsem_stat(s, &st);
+  EXPECT_EQ(st.cancellations, 0u);
+  EXPECT_INVARIANTS(s);
+}
+
 std::atomic<int> g_signals{0};
 void on_signal(int) { g_signals++; }
 

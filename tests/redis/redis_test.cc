@@ -439,6 +439,91 @@ TEST_F(RedisPool, CancelHandleEndsABlockedWaitAtOnceAndCanBeUsedAgain) {
   EXPECT_EQ(shmsem_check(s_), 0);
 }
 
+timespec mono_after_ms(int ms) {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  ts.tv_sec += ms / 1000;
+  ts.tv_nsec += long(ms % 1000) * 1000000;
+  if (ts.tv_nsec >= 1000000000) {
+    ts.tv_sec++;
+    ts.tv_nsec -= 1000000000;
+  }
+  return ts;
+}
+
+// A wait that can be ended early (cancel handle, interruptible) keeps its
+// deadline when the server stops answering, even when it is cancelled or
+// interrupted then: every call it makes is bounded by the deadline and
+// its grace (250 ms), none by the handle's 5 s call timeout (before, such
+// waits ended 5-6 s past a 1 s deadline).
+TEST_F(RedisPool, EndableWaitKeepsItsDeadlineWithTheServerStopped) {
+  make(1);
+  Usr1Handler handler;
+  shmsem_lease_t held;
+  ASSERT_EQ(shmsem_acquire(s_, &held), 0);
+  for (int how = 0; how < 3; how++) {  // nothing, cancel, signal
+    shmsem_cancel_t cancel;
+    shmsem_cancel_init(&cancel);
+    std::atomic<int> result{1};
+    shmsem_lease_t l{};
+    const timespec at = mono_after_ms(1000);
+    const auto t0 = Clock::now();
+    std::thread t([&] {
+      result =
+          shmsem_acquire_ex(s_, &at, &cancel, SHMSEM_WAIT_INTERRUPTIBLE, &l);
+    });
+    ASSERT_TRUE(await_blocked(1)) << how;
+    g_server->pause();
+    if (how == 1) shmsem_cancel(&cancel);
+    // Until the call returns: a signal that lands between two of its
+    // steps is not an interruption (shmsem_acquire_ex(3)).
+    for (int i = 0; how == 2 && i < 400 && result == 1; i++) {
+      pthread_kill(t.native_handle(), SIGUSR1);
+      std::this_thread::sleep_for(milliseconds(5));
+    }
+    t.join();
+    const auto took = Clock::now() - t0;
+    g_server->resume();
+    EXPECT_TRUE(result == -ETIMEDOUT || result == -ECOMM)
+        << how << " " << result;
+    EXPECT_LT(took, milliseconds(1000 + 700)) << how;
+    ASSERT_TRUE(await_blocked(0));
+  }
+  EXPECT_EQ(shmsem_release(s_, &held), 0);
+}
+
+// pthread_cancel does not cut a remote acquire short: it takes effect at
+// the caller's next cancellation point, after the call has left the queue
+// (before, the thread died in its poll with its place still queued, its
+// connection open, its handle armed, or the handle's mutex held).
+void *acquire_then_testcancel(void *arg) {
+  auto *a = static_cast<std::pair<shmsem_t *, std::atomic<int> *> *>(arg);
+  shmsem_lease_t l;
+  const timespec at = mono_after_ms(300);
+  a->second->store(shmsem_acquire_until(a->first, &at, &l));
+  pthread_testcancel();
+  return nullptr;
+}
+
+TEST_F(RedisPool, PthreadCancelTakesEffectAfterTheRemoteWait) {
+  make(1);
+  shmsem_lease_t held;
+  ASSERT_EQ(shmsem_acquire(s_, &held), 0);
+  std::atomic<int> result{1};
+  std::pair<shmsem_t *, std::atomic<int> *> arg{s_, &result};
+  pthread_t t;
+  ASSERT_EQ(pthread_create(&t, nullptr, acquire_then_testcancel, &arg), 0);
+  ASSERT_TRUE(await_blocked(1));
+  ASSERT_EQ(pthread_cancel(t), 0);
+  void *ret = nullptr;
+  ASSERT_EQ(pthread_join(t, &ret), 0);
+  EXPECT_EQ(ret, PTHREAD_CANCELED);
+  EXPECT_EQ(result, -ETIMEDOUT) << "the call ran to its end";
+  EXPECT_EQ(pool_stat().waiting, 0u) << "no place left queued";
+  EXPECT_EQ(shmsem_release(s_, &held), 0);
+  EXPECT_EQ(shmsem_check(s_), 0);
+}
+
 TEST_F(RedisPool, SignalDoesNotEndAWaitWithoutTheInterruptibleFlag) {
   make(1);
   Usr1Handler handler;

@@ -63,8 +63,11 @@
  * latest at the waiter's next periodic wake-up (one watch period: a few ms
  * with a few owners, more for long queues or huge holder sets; see
  * shmsem(7)). A cancelled waiter leaves the queue owning nothing (a permit
- * granted at that instant is passed on). No other function is a
- * cancellation point, and nothing is async-cancel-safe.
+ * granted at that instant is passed on). On a remote semaphore they are
+ * not cancellation points: a pthread_cancel() takes effect at the caller's
+ * next cancellation point after the call returns (use a cancel handle to
+ * end a remote wait). No other function is a cancellation point, and
+ * nothing is async-cancel-safe.
  *
  * Lease states (one record per permit the semaphore may ever have,
  * max_permits):

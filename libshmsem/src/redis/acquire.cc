@@ -38,6 +38,7 @@
 #include "ops.h"
 #include "pool.h"
 #include "rate.h"
+#include "thread_cancel.h"
 
 namespace shmsem::detail {
 namespace {
@@ -171,12 +172,12 @@ bool end_blpop(Wait &w, bool signalled) {
 int block_once(Wait &w, Conn *c, uint64_t ms, std::string *msg) {
   if (c->stale()) c->close();
   if (!c->connected()) {
-    const int e = c->connect(w.p->ep, io_timeout_ms(w.p));
+    const int e = c->connect(w.p->ep, call_timeout_ms(w));
     if (e < 0) return e;
     if (w.conn_id) w.conn_id->store(0, std::memory_order_relaxed);
   }
   if (w.conn_id && w.conn_id->load(std::memory_order_relaxed) == 0)
-    publish_client_id(c, w.conn_id, io_timeout_ms(w.p));
+    publish_client_id(c, w.conn_id, call_timeout_ms(w));
   // Seconds with three decimals, as BLPOP takes them (Redis 6+).
   const std::string frac = std::to_string(1000 + ms % 1000).substr(1);
   const std::string secs = std::to_string(ms / 1000) + "." + frac;
@@ -201,7 +202,8 @@ int block_once(Wait &w, Conn *c, uint64_t ms, std::string *msg) {
 int keep_place(Wait &w, bool due, shmsem_lease_t *lease, int *out) {
   Reply r;
   const int e = pool_call(w.p, "shmsem_wait_renew",
-                          {std::to_string(w.ticket), due ? "1" : "0"}, &r);
+                          {std::to_string(w.ticket), due ? "1" : "0"}, &r,
+                          call_timeout_ms(w));
   if (e < 0) return e;
   const std::string st = r.status();
   if (st == "queued") return 0;
@@ -211,7 +213,7 @@ int keep_place(Wait &w, bool due, shmsem_lease_t *lease, int *out) {
   // (R1, verify/MODEL.md). shmsem_cancel takes what is there in one step
   // and deletes the mailbox: the grant, or "expired" when it was lost
   // (-ECOMM: that lease is never renewed and expires within its TTL).
-  *out = resolve(w.p, w.ticket, "cancel", lease, 0);
+  *out = resolve(w.p, w.ticket, "cancel", lease, call_timeout_ms(w));
   if (*out == -ECANCELED) *out = -ECOMM;
   return 1;
 }
@@ -231,9 +233,19 @@ void pause_after_failure(const Wait &w, int failures) {
   nanosleep(&ts, nullptr);
 }
 
+// The waiter's own end of its wait (cancel handle fired, or a signal):
+// leave the queue, within the deadline's grace; a server silent past the
+// deadline ends it -ETIMEDOUT (a grant that won meanwhile is never renewed
+// and expires within a TTL).
+int withdraw(Wait &w, shmsem_lease_t *lease) {
+  const int e = resolve(w.p, w.ticket, "cancel", lease, call_timeout_ms(w));
+  if (e == -ECOMM && w.deadline && next_block_ms(w) == 0) return -ETIMEDOUT;
+  return e;
+}
+
 // The end of an interrupted wait: leave the queue as a cancel does.
 int end_interrupted(Wait &w, shmsem_lease_t *lease) {
-  const int e = resolve(w.p, w.ticket, "cancel", lease, 0);
+  const int e = withdraw(w, lease);
   return e == -ECANCELED ? -EINTR : e;
 }
 
@@ -244,8 +256,7 @@ int wait_loop(Wait &w, Conn *c, shmsem_lease_t *lease) {
     if (w.interrupted) return end_interrupted(w, lease);
     uint64_t ms = next_block_ms(w);
     if (ms == 0) return resolve(w.p, w.ticket, "timeout", lease, kGraceMs);
-    if (w.cancel && cancel_fired(w.cancel))
-      return resolve(w.p, w.ticket, "cancel", lease, 0);
+    if (w.cancel && cancel_fired(w.cancel)) return withdraw(w, lease);
     std::string msg;
     int got = 1;  // as a BLPOP that timed out: renew the place
     const bool due = token_at && rate_step(token_at, &ms);
@@ -258,6 +269,7 @@ int wait_loop(Wait &w, Conn *c, shmsem_lease_t *lease) {
     if (got == 0 && rate_message(msg, &token_at)) continue;
     if (got == 0) return take_message(w.p, msg, lease);
     if (w.interrupted) return end_interrupted(w, lease);
+    if (w.cancel && cancel_fired(w.cancel)) return withdraw(w, lease);
     if (got < 0) {
       if (++failures >= kMaxFailures && !w.deadline) return got;
       pause_after_failure(w, failures);
@@ -346,7 +358,7 @@ int wait_cancellable(Wait &w, shmsem_lease_t *lease) {
   if (fd < 0) return wait_queued(w, lease);  // looked at every 100 ms
   if (!cancel_arm(w.cancel, nullptr, 0, uint64_t(fd), wake_cancelled)) {
     close(fd);
-    return resolve(w.p, w.ticket, "cancel", lease, 0);
+    return withdraw(w, lease);
   }
   w.wake_fd = fd;
   w.cancel_unblocks = true;
@@ -362,6 +374,12 @@ int redis_acquire(shmsem_t *s, uint32_t n, const timespec *deadline,
                   shmsem_cancel_t *cancel, unsigned flags,
                   shmsem_lease_t *lease) {
   if (!s || !lease) return -EINVAL;
+  // Not a cancellation point (pthread_cancel): a thread cancelled in its
+  // poll would leave its place queued, its connection and eventfd open,
+  // its cancel handle armed, or the handle's mutex held (an unblock in
+  // progress). The request takes effect at the caller's next cancellation
+  // point; shmsem_acquire_ex(3) says to use a cancel handle.
+  NoCancel no_cancel;
   Pool *p = pool_of(s);
   pool_enter(p);
   int e = acquire_check(p, n, deadline);

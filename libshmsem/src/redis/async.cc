@@ -302,6 +302,7 @@ int complete(const Ref &ref, shmsem_waiter_t *w, shmsem_lease_t *lease) {
 }  // namespace
 
 int unblock_client(Pool *p, int64_t id, int timeout_ms) {
+  NoCancel no_cancel;  // as pool_call: never cancelled holding the mutex
   std::lock_guard<std::mutex> lock(p->mu);
   Conn *c = &p->main;
   if (c->stale()) c->close();

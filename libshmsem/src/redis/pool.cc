@@ -1,6 +1,8 @@
 // The handle's connections and calls (pool.h).
 #include "pool.h"
 
+#include "thread_cancel.h"
+
 #include <errno.h>
 #include <sched.h>
 #include <unistd.h>
@@ -83,6 +85,9 @@ int conn_call(Pool *p, Conn *c, const char *fn,
 
 int pool_call(Pool *p, const char *fn, const std::vector<std::string> &args,
               Reply *out, int timeout_ms) {
+  // A thread cancelled in the call's poll (a cancellation point) would
+  // leave the mutex held: every later call on the handle would hang.
+  NoCancel no_cancel;
   std::lock_guard<std::mutex> lock(p->mu);
   return conn_call(p, &p->main, fn, args, out, timeout_ms);
 }

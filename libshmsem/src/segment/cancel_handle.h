@@ -7,7 +7,10 @@
 // transition itself (a flag plus a wake could be lost); the Redis
 // backend's wakes the waiter's poll (docs/REDIS.md). `inflight` counts
 // cancellers inside `withdraw`; a disarming waiter that finds FIRED waits
-// for it to drop to 0, so its caller may detach at once.
+// for it to drop to 0, so its caller may detach at once. `armer` is the
+// process that armed it: a fork child's copy of an armed handle is idle in
+// the child (its arm starts afresh, its fire withdraws nothing: the wait
+// is the parent's).
 #ifndef SHMSEM_SRC_CANCEL_HANDLE_H
 #define SHMSEM_SRC_CANCEL_HANDLE_H
 
@@ -28,6 +31,7 @@ struct CancelImpl {
   std::atomic<uint32_t> inflight;
   shmsem_t *s;
   uint32_t slot;
+  int32_t armer;
   uint64_t ticket;
   CancelWithdraw withdraw;
 };

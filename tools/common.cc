@@ -140,7 +140,7 @@ size_t printable_utf8_at(const std::string &s, size_t i) {
 }  // namespace
 
 std::string command_word(const std::string &name) {
-  const std::string p = printable(name);
+  std::string p = printable(name);
   const bool plain =
       !p.empty() && p.find_first_not_of(
                         "abcdefghijklmnopqrstuvwxyz"

@@ -73,7 +73,7 @@ int read_reply(redisContext *c, int timeout_ms, void **out,
   for (;;) {
     if (redisGetReplyFromReader(c, out) != REDIS_OK) return -1;
     if (*out) return 0;
-    if (pending && wake->end(signalled)) {
+    if (pending && wake && wake->end(signalled)) {
       pending = false;
       ended = true;
     }

@@ -182,4 +182,24 @@ std::vector<std::string> RedisServer::command(
   return out;
 }
 
+bool RedisServer::await_blocked(int n) const {
+  const std::string want = "blocked_clients:" + std::to_string(n) + "\r";
+  const auto until =
+      std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (std::chrono::steady_clock::now() < until) {
+    const std::vector<std::string> r = command({"INFO", "clients"});
+    if (!r.empty() && r[0].find(want) != std::string::npos) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  return false;
+}
+
+uint64_t RedisServer::unblock_calls() const {
+  const std::vector<std::string> r = command({"INFO", "commandstats"});
+  const std::string key = "cmdstat_client|unblock:calls=";
+  const size_t at = r.empty() ? std::string::npos : r[0].find(key);
+  return at == std::string::npos ? 0
+                                 : std::stoull(r[0].substr(at + key.size()));
+}
+
 }  // namespace shmsem::test

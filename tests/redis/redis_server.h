@@ -40,6 +40,11 @@ class RedisServer {
   // One command on a new connection over the socket, the reply flattened
   // to strings (integers in decimal, nil as "(nil)", an error as "ERR...").
   std::vector<std::string> command(const std::vector<std::string> &args) const;
+  // Until the server shows exactly `n` clients blocked (waiters in their
+  // BLPOP), for up to 20 s: false if it never did.
+  bool await_blocked(int n) const;
+  // How many CLIENT UNBLOCKs the server has run (INFO commandstats).
+  uint64_t unblock_calls() const;
 
  private:
   std::string dir_, sock_, error_;

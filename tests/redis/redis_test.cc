@@ -334,40 +334,19 @@ class Usr1Handler {
   struct sigaction old_ {};
 };
 
-// Until the server shows `n` clients blocked (a waiter in its BLPOP).
-bool await_blocked(int n) {
-  const std::string want = "blocked_clients:" + std::to_string(n) + "\r";
-  const auto until = Clock::now() + std::chrono::seconds(20);
-  while (Clock::now() < until) {
-    const std::vector<std::string> r = g_server->command({"INFO", "clients"});
-    if (!r.empty() && r[0].find(want) != std::string::npos) return true;
-    std::this_thread::sleep_for(milliseconds(2));
-  }
-  return false;
-}
-
-uint64_t unblock_calls() {
-  const std::vector<std::string> r =
-      g_server->command({"INFO", "commandstats"});
-  const std::string key = "cmdstat_client|unblock:calls=";
-  const size_t at = r.empty() ? std::string::npos : r[0].find(key);
-  return at == std::string::npos ? 0
-                                 : std::stoull(r[0].substr(at + key.size()));
-}
-
 TEST_F(RedisPool, SignalEndsAnInterruptibleWaitWithEintrOwningNothing) {
   make(1);
   Usr1Handler handler;
   shmsem_lease_t held;
   ASSERT_EQ(shmsem_acquire(s_, &held), 0);
-  const uint64_t unblocks = unblock_calls();
+  const uint64_t unblocks = g_server->unblock_calls();
   std::atomic<int> result{1};
   shmsem_lease_t l{};
   std::thread t([&] {
     result =
         shmsem_acquire_ex(s_, nullptr, nullptr, SHMSEM_WAIT_INTERRUPTIBLE, &l);
   });
-  ASSERT_TRUE(await_blocked(1));
+  ASSERT_TRUE(g_server->await_blocked(1));
   // A signal that lands while the waiter is awake between two steps does
   // not end the wait (shmsem_acquire_ex(3)); one that lands in its BLPOP
   // does. So signal until the call returns: only its outcome is checked.
@@ -388,8 +367,9 @@ TEST_F(RedisPool, SignalEndsAnInterruptibleWaitWithEintrOwningNothing) {
   t.join();
   EXPECT_EQ(result, -EINTR);
   EXPECT_GE(g_usr1_runs.load(), 1);
-  EXPECT_GT(unblock_calls(), unblocks) << "the waiter ended its own BLPOP";
-  EXPECT_TRUE(await_blocked(0));
+  EXPECT_GT(g_server->unblock_calls(), unblocks)
+      << "the waiter ended its own BLPOP";
+  EXPECT_TRUE(g_server->await_blocked(0));
   const struct shmsem_stat st = pool_stat();
   EXPECT_EQ(st.waiting, 0u);
   EXPECT_EQ(st.cancellations, 1u);
@@ -408,14 +388,15 @@ TEST_F(RedisPool, CancelHandleEndsABlockedWaitAtOnceAndCanBeUsedAgain) {
   std::atomic<int> result{1};
   std::thread t(
       [&] { result = shmsem_acquire_ex(s_, nullptr, &cancel, 0, &l); });
-  ASSERT_TRUE(await_blocked(1));  // in its BLPOP, the handle armed
-  const uint64_t unblocks = unblock_calls();
+  ASSERT_TRUE(g_server->await_blocked(1));  // in its BLPOP, the handle armed
+  const uint64_t unblocks = g_server->unblock_calls();
   const auto t0 = Clock::now();
   shmsem_cancel(&cancel);
   t.join();
   const auto took = Clock::now() - t0;
   EXPECT_EQ(result, -ECANCELED);
-  EXPECT_GT(unblock_calls(), unblocks) << "the waiter ended its own BLPOP";
+  EXPECT_GT(g_server->unblock_calls(), unblocks)
+      << "the waiter ended its own BLPOP";
   printf("remote blocking cancel took %lld us\n",
          (long long)std::chrono::duration_cast<std::chrono::microseconds>(took)
              .count());
@@ -428,7 +409,7 @@ TEST_F(RedisPool, CancelHandleEndsABlockedWaitAtOnceAndCanBeUsedAgain) {
   result = 1;
   std::thread t2(
       [&] { result = shmsem_acquire_ex(s_, nullptr, &cancel, 0, &l); });
-  ASSERT_TRUE(await_blocked(1));
+  ASSERT_TRUE(g_server->await_blocked(1));
   ASSERT_EQ(shmsem_release(s_, &held), 0);  // grants the waiter
   t2.join();
   ASSERT_EQ(result, 0);
@@ -473,7 +454,7 @@ TEST_F(RedisPool, EndableWaitKeepsItsDeadlineWithTheServerStopped) {
       result =
           shmsem_acquire_ex(s_, &at, &cancel, SHMSEM_WAIT_INTERRUPTIBLE, &l);
     });
-    ASSERT_TRUE(await_blocked(1)) << how;
+    ASSERT_TRUE(g_server->await_blocked(1)) << how;
     g_server->pause();
     if (how == 1) shmsem_cancel(&cancel);
     // Until the call returns: a signal that lands between two of its
@@ -487,8 +468,10 @@ TEST_F(RedisPool, EndableWaitKeepsItsDeadlineWithTheServerStopped) {
     g_server->resume();
     EXPECT_TRUE(result == -ETIMEDOUT || result == -ECOMM)
         << how << " " << result;
-    EXPECT_LT(took, milliseconds(1000 + 700)) << how;
-    ASSERT_TRUE(await_blocked(0));
+    // The deadline plus two graces is 1.5 s; the bound leaves room for a
+    // loaded machine and still fails the 6 s the 5 s call timeout gave.
+    EXPECT_LT(took, milliseconds(3000)) << how;
+    ASSERT_TRUE(g_server->await_blocked(0));
   }
   EXPECT_EQ(shmsem_release(s_, &held), 0);
 }
@@ -517,7 +500,7 @@ TEST_F(RedisPool, PthreadCancelTakesEffectAfterTheRemoteWait) {
   std::pair<shmsem_t *, std::atomic<int> *> arg{s_, &result};
   pthread_t t;
   ASSERT_EQ(pthread_create(&t, nullptr, acquire_then_testcancel, &arg), 0);
-  ASSERT_TRUE(await_blocked(1));
+  ASSERT_TRUE(g_server->await_blocked(1));
   ASSERT_EQ(pthread_cancel(t), 0);
   ASSERT_EQ(pthread_join(t, nullptr), 0);
   EXPECT_EQ(result, -ETIMEDOUT) << "the call ran to its end";
@@ -535,7 +518,7 @@ TEST_F(RedisPool, SignalDoesNotEndAWaitWithoutTheInterruptibleFlag) {
   shmsem_lease_t l{};
   std::thread t(
       [&] { result = shmsem_acquire_ex(s_, nullptr, nullptr, 0, &l); });
-  ASSERT_TRUE(await_blocked(1));
+  ASSERT_TRUE(g_server->await_blocked(1));
   // Five signals, each handled before the next is sent (a pending one
   // would absorb the next).
   for (int i = 1; i <= 5; i++) {

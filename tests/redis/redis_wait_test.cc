@@ -166,15 +166,6 @@ class RedisWait : public ::testing::Test {
     EXPECT_EQ(shmsem_stat(s_, &st), 0);
     return st;
   }
-  // The server's count of CLIENT UNBLOCK calls (INFO commandstats).
-  uint64_t unblock_calls() {
-    const std::vector<std::string> r =
-        g_server->command({"INFO", "commandstats"});
-    const std::string key = "cmdstat_client|unblock:calls=";
-    const size_t at = r.empty() ? std::string::npos : r[0].find(key);
-    return at == std::string::npos ? 0
-                                   : std::stoull(r[0].substr(at + key.size()));
-  }
 
   std::string pool_, name_;
   shmsem_t *s_ = nullptr;
@@ -320,15 +311,13 @@ TEST_F(RedisWait, CancelBeforeTheGrantOwnsNothingAndEndsThePopAtOnce) {
   shmsem_waiter_t w;
   ASSERT_EQ(shmsem_waiter_start(s_, &w, nullptr, &l), SHMSEM_QUEUED);
   // Let the thread reach its BLPOP: the server shows it blocked.
-  ASSERT_TRUE(wait_until([&] {
-    const std::vector<std::string> r = g_server->command({"INFO", "clients"});
-    return !r.empty() && r[0].find("blocked_clients:1") != std::string::npos;
-  }));
-  const uint64_t before = unblock_calls();
+  ASSERT_TRUE(g_server->await_blocked(1));
+  const uint64_t before = g_server->unblock_calls();
   const auto t0 = Clock::now();
   EXPECT_EQ(shmsem_waiter_cancel(&w, &l), -ECANCELED);
   const auto took = Clock::now() - t0;
-  EXPECT_GT(unblock_calls(), before) << "the canceller ends the BLPOP";
+  EXPECT_GT(g_server->unblock_calls(), before)
+      << "the canceller ends the BLPOP";
   // A BLPOP lasts a third of the waiter TTL (2 s): the cancel did not wait
   // for it (a bound, not a race: typically a few round trips).
   EXPECT_LT(took, milliseconds(600));
@@ -486,10 +475,7 @@ TEST_F(RedisWait, ForkChildCopyIsNotQueuedButItsOwnWaitersWork) {
   // held in the child. glibc's malloc resets its locks in the child; GCC
   // 12's AddressSanitizer allocator does not, and the child's own waiter
   // thread then hung at its start (make test's ASan suite, once).
-  ASSERT_TRUE(wait_until([&] {
-    const std::vector<std::string> r = g_server->command({"INFO", "clients"});
-    return !r.empty() && r[0].find("blocked_clients:1") != std::string::npos;
-  }));
+  ASSERT_TRUE(g_server->await_blocked(1));
   Children kids;
   const pid_t child = kids.spawn([&] {
     shmsem_lease_t cl;
@@ -530,12 +516,7 @@ TEST_F(RedisWait, ManyWaitersCompleteInFifoOrderWithAThreadEach) {
   EXPECT_EQ(thread_count(), threads_before + kWaiters);
   EXPECT_EQ(pool_stat().waiting, uint32_t(kWaiters));
   // Each blocks in BLPOP on a connection of its own.
-  EXPECT_TRUE(wait_until([&] {
-    const std::vector<std::string> r = g_server->command({"INFO", "clients"});
-    return !r.empty() &&
-           r[0].find("blocked_clients:" + std::to_string(kWaiters)) !=
-               std::string::npos;
-  }));
+  EXPECT_TRUE(g_server->await_blocked(kWaiters));
   const auto us =
       std::chrono::duration_cast<std::chrono::microseconds>(started).count();
   printf("%d remote waiters started in %lld us, resident memory +%ld kB\n",
